@@ -1,0 +1,84 @@
+"""The qsim error tree.
+
+Every error qsim raises on purpose derives from :class:`QsimError`::
+
+    QsimError
+    ├── ScenarioError (also ValueError)    a scenario file or object is invalid
+    │   └── NotSupportedError              valid, but this part cannot simulate it yet
+    ├── TheoryNotApplicable (also ValueError)  no closed form fits the scenario
+    ├── PayloadError (also ValueError)     a job payload is not JSON or is too large
+    ├── EngineError                        the engine could not do what was asked
+    │   ├── JobNotFound (also KeyError)    no job with that id
+    │   ├── LockLost                       the worker no longer holds a job's lock
+    │   └── RedisUnavailable               Redis cannot be reached or went away
+    └── HarnessError                       running a scenario on the engine failed
+
+Handlers raise :class:`UnrecoverableError` to fail a job without retries.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "QsimError",
+    "ScenarioError",
+    "NotSupportedError",
+    "TheoryNotApplicable",
+    "PayloadError",
+    "EngineError",
+    "JobNotFound",
+    "LockLost",
+    "RedisUnavailable",
+    "HarnessError",
+    "UnrecoverableError",
+]
+
+
+class QsimError(Exception):
+    """Base of every error qsim raises on purpose."""
+
+
+class ScenarioError(QsimError, ValueError):
+    """Raised when a scenario (TOML file or dict) is invalid.
+
+    The message names the file (when there is one), the key and the bad value,
+    e.g. ``shop.toml: jobs[1].service.cv must be >= 0, got -1``.
+    """
+
+
+class NotSupportedError(ScenarioError):
+    """Raised when a valid scenario uses a feature this part cannot run yet."""
+
+
+class TheoryNotApplicable(QsimError, ValueError):
+    """Raised when no closed form applies to a scenario; the message says why."""
+
+
+class PayloadError(QsimError, ValueError):
+    """Raised when a job payload is not plain JSON or exceeds the size limit."""
+
+
+class EngineError(QsimError):
+    """Raised when the Redis engine cannot perform an operation."""
+
+
+class JobNotFound(EngineError, KeyError):
+    """Raised when no job with the given id exists in the queue."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "job not found"
+
+
+class LockLost(EngineError):
+    """Raised when a worker acts on a job whose lock it no longer holds."""
+
+
+class RedisUnavailable(EngineError):
+    """Raised when Redis cannot be reached, refuses the login, or went away."""
+
+
+class HarnessError(QsimError):
+    """Raised when running a scenario against the engine fails."""
+
+
+class UnrecoverableError(Exception):
+    """Raised by a job handler to fail the job at once, skipping its retries."""

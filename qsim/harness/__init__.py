@@ -1,0 +1,1 @@
+"""Runs a Scenario against the real engine (producers, synthetic handlers, processes, signals)."""

@@ -1,0 +1,1 @@
+"""Locust building blocks; imported only by loadtests/ (importing locust patches the process for gevent)."""

@@ -1,0 +1,586 @@
+"""Scenario: one description of a queue system, shared by the model, the engine
+harness, the Locust scenarios and the closed forms.
+
+A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
+(:meth:`Scenario.from_toml`), from a dict in the same schema
+(:meth:`Scenario.from_dict`), or directly in Python. Every invalid value is a
+:class:`~qsim.errors.ScenarioError` naming the file, the key and the value::
+
+    shop.toml: jobs[1].service.cv must be >= 0, got -1
+
+Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
+qsim extends it with ``queues[].aging``, ``queues[].rate_limit.key`` and
+``jobs[].flow.on_child_failure``.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qsim import dists
+from qsim.errors import ScenarioError
+
+__all__ = [
+    "Scenario",
+    "QueueSpec",
+    "RateLimit",
+    "JobType",
+    "BackoffSpec",
+    "FanOut",
+    "Flow",
+    "PoolSpec",
+    "EventSpec",
+    "EngineSettings",
+    "POLICIES",
+    "EVENT_KINDS",
+]
+
+POLICIES = ("priority", "wrr", "ordered")
+EVENT_KINDS = ("sigterm", "sigkill", "start")
+BACKOFF_KINDS = ("fixed", "exponential")
+CHILD_FAILURE_POLICIES = ("fail", "ignore")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateLimit:
+    """At most ``max`` job starts in any window of ``per`` seconds, all workers together."""
+
+    max: int
+    per: float
+    key: str | None = None  # optional: limit per value of this payload field (per tenant)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueSpec:
+    """A named queue and its global limits."""
+
+    name: str
+    rate_limit: RateLimit | None = None
+    concurrency_limit: int | None = None
+    aging: float = 0.0  # seconds of waiting that improve a job's priority by one level; 0 = off
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackoffSpec:
+    """Delay before retry ``n`` (1-based): fixed ``delay`` or ``delay * 2**(n-1)``, capped, with jitter."""
+
+    kind: str = "exponential"
+    delay: float = 1.0
+    max: float = 60.0
+    jitter: float = 0.0  # fraction: the delay is multiplied by a uniform factor in [1 - jitter, 1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FanOut:
+    """Each completed job adds ``count`` children of type ``job``."""
+
+    job: str
+    count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flow:
+    """The job runs only after one job of each child type has completed."""
+
+    children: tuple[str, ...]
+    on_child_failure: str = "fail"  # fail: the parent goes to the DLQ | ignore: it runs anyway
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobType:
+    """A type of job: where it goes, how it arrives, how long it runs, how it fails."""
+
+    name: str
+    queue: str
+    service: dists.Distribution
+    priority: int = 0
+    arrival: dists.Arrival | None = None
+    fail_prob: float = 0.0
+    poison_prob: float = 0.0
+    attempts: int = 1
+    backoff: BackoffSpec = field(default_factory=BackoffSpec)
+    timeout: float = 0.0
+    fan_out: FanOut | None = None
+    flow: Flow | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolSpec:
+    """A group of identical worker processes serving some queues."""
+
+    name: str
+    queues: tuple[str, ...]
+    policy: str = "priority"
+    weights: Mapping[str, float] = field(default_factory=dict)
+    workers: int = 1
+    concurrency: int = 1
+
+    @property
+    def slots(self) -> int:
+        """Concurrent jobs the whole pool can run."""
+        return self.workers * self.concurrency
+
+    def weight(self, queue: str) -> float:
+        """The WRR weight of ``queue`` (1 when not given)."""
+        return float(self.weights.get(queue, 1.0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventSpec:
+    """Something that happens to a pool's processes during the run."""
+
+    at: float
+    kind: str
+    pool: str
+    count: int = 1
+    grace: float = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """Engine timings the model mirrors."""
+
+    lock_duration: float = 30.0
+    stalled_interval: float = 30.0
+    max_stalled: int = 1
+    fetch_overhead: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """A whole queue system: queues, job types, worker pools, events, engine timings."""
+
+    name: str
+    duration: float
+    queues: tuple[QueueSpec, ...]
+    jobs: tuple[JobType, ...]
+    pools: tuple[PoolSpec, ...]
+    seed: int = 0
+    warmup: float = 0.0
+    events: tuple[EventSpec, ...] = ()
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    source: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_references(self, _Where(str(self.source) if self.source else "scenario"))
+
+    def queue(self, name: str) -> QueueSpec:
+        """The queue called ``name`` (KeyError if none)."""
+        return _by_name(self.queues, name, "queue")
+
+    def job(self, name: str) -> JobType:
+        """The job type called ``name`` (KeyError if none)."""
+        return _by_name(self.jobs, name, "job type")
+
+    def pool(self, name: str) -> PoolSpec:
+        """The pool called ``name`` (KeyError if none)."""
+        return _by_name(self.pools, name, "pool")
+
+    @property
+    def slots(self) -> int:
+        """Slots of all pools at the start of the run."""
+        return sum(p.slots for p in self.pools)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Scenario":
+        """Load and validate a scenario file."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ScenarioError(f"{path}: cannot read scenario file: {e.strerror or e}") from e
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ScenarioError(f"{path}: not valid TOML: {e}") from e
+        return cls.from_dict(raw, source=path)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *, source: str | Path | None = None) -> "Scenario":
+        """Build and validate a scenario from a dict in the TOML schema.
+
+        ``source`` names the file in error messages; relative ``path`` values
+        (trace arrivals, empirical service) are read relative to its folder.
+        """
+        src = Path(source) if source is not None else None
+        where = _Where(str(src) if src else "scenario", src.parent if src else Path.cwd())
+        return _parse_scenario(raw, where, src)
+
+
+# --------------------------------------------------------------------------- parsing
+
+@dataclass(frozen=True)
+class _Where:
+    """The file being parsed (for messages) and the folder relative paths start from."""
+
+    label: str
+    folder: Path = Path(".")
+
+    def error(self, key: str, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.label}: {key} {message}" if key else f"{self.label}: {message}")
+
+
+class _Table:
+    """One TOML table being read: typed getters that name the key on error,
+    and a final check that no unknown key is left."""
+
+    def __init__(self, raw: Any, path: str, where: _Where, known: tuple[str, ...]) -> None:
+        if not isinstance(raw, Mapping):
+            raise where.error(path, f"must be a table, got {_show(raw)}")
+        self.raw, self.path, self.where = raw, path, where
+        for key in raw:
+            if key not in known:
+                hint = difflib.get_close_matches(str(key), known, n=1)
+                also = f" (did you mean '{hint[0]}'?)" if hint else f" (known keys: {', '.join(known)})"
+                raise where.error(self.key(str(key)), f"is not a known key{also}")
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def has(self, name: str) -> bool:
+        return name in self.raw
+
+    def weights(self, name: str) -> dict[str, float]:
+        if name not in self.raw:
+            return {}
+        raw = self.raw[name]
+        if not isinstance(raw, Mapping):
+            raise self.where.error(self.key(name), f"must be a table of queue = weight, got {_show(raw)}")
+        table = _Table(raw, self.key(name), self.where, tuple(str(k) for k in raw))
+        return {str(q): table.number(str(q), low=0, strict_low=True) for q in raw}
+
+    def number(self, name: str, default: float | None = None, *, required: bool = False,
+               low: float | None = None, high: float | None = None, strict_low: bool = False) -> float:
+        if name not in self.raw:
+            if required:
+                raise self.where.error(self.key(name), "is required")
+            return float(default) if default is not None else math.nan
+        value = self.raw[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.where.error(self.key(name), f"must be a number, got {_show(value)}")
+        x = float(value)
+        if not math.isfinite(x):
+            raise self.where.error(self.key(name), f"must be a finite number, got {_show(value)}")
+        if low is not None and (x <= low if strict_low else x < low):
+            raise self.where.error(self.key(name), f"must be {'>' if strict_low else '>='} {_num(low)}, got {_show(value)}")
+        if high is not None and x > high:
+            raise self.where.error(self.key(name), f"must be <= {_num(high)}, got {_show(value)}")
+        return x
+
+    def integer(self, name: str, default: int | None = None, *, required: bool = False, low: int | None = None) -> int:
+        if name not in self.raw:
+            if required or default is None:
+                raise self.where.error(self.key(name), "is required")
+            return default
+        value = self.raw[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+                value = int(value)
+            else:
+                raise self.where.error(self.key(name), f"must be an integer, got {_show(value)}")
+        if low is not None and value < low:
+            raise self.where.error(self.key(name), f"must be >= {low}, got {_show(value)}")
+        if abs(value) > 2**63 - 1:
+            raise self.where.error(self.key(name), f"is too large, got {_show(value)}")
+        return int(value)
+
+    def string(self, name: str, default: str | None = None, *, required: bool = False,
+               choices: tuple[str, ...] | None = None) -> str:
+        if name not in self.raw:
+            if required or default is None:
+                raise self.where.error(self.key(name), "is required")
+            return default
+        value = self.raw[name]
+        if not isinstance(value, str):
+            raise self.where.error(self.key(name), f"must be a string, got {_show(value)}")
+        if choices is not None and value not in choices:
+            hint = difflib.get_close_matches(value, choices, n=1)
+            also = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise self.where.error(self.key(name), f"must be one of {', '.join(choices)}, got {_show(value)}{also}")
+        if choices is None and not value.strip():
+            raise self.where.error(self.key(name), "must not be empty")
+        return value
+
+    def table(self, name: str, known: tuple[str, ...]) -> "_Table | None":
+        if name not in self.raw:
+            return None
+        return _Table(self.raw[name], self.key(name), self.where, known)
+
+    def array_of_tables(self, name: str, known: tuple[str, ...]) -> list["_Table"]:
+        value = self.raw.get(name, [])
+        if not isinstance(value, list):
+            raise self.where.error(self.key(name), f"must be an array of tables ([[{name}]]), got {_show(value)}")
+        return [_Table(item, f"{self.key(name)}[{i}]", self.where, known) for i, item in enumerate(value)]
+
+    def strings(self, name: str, *, required: bool = False) -> tuple[str, ...]:
+        if name not in self.raw:
+            if required:
+                raise self.where.error(self.key(name), "is required")
+            return ()
+        value = self.raw[name]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.where.error(self.key(name), f"must be a list of strings, got {_show(value)}")
+        return tuple(value)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+_TOP_KEYS = ("name", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "engine")
+_QUEUE_KEYS = ("name", "rate_limit", "concurrency_limit", "aging")
+_JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "poison_prob", "attempts",
+             "backoff", "timeout", "fan_out", "flow")
+_POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
+_EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
+_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead")
+_ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size"), "trace": ("path",)}
+_SERVICE_KEYS = {"constant": ("mean",), "exponential": ("mean",), "lognormal": ("mean", "cv"),
+                 "gamma": ("mean", "cv"), "uniform": ("low", "high"), "empirical": ("path",)}
+
+
+def _parse_scenario(raw: Mapping[str, Any], where: _Where, source: Path | None) -> Scenario:
+    top = _Table(raw, "", where, _TOP_KEYS)
+    duration = top.number("duration", required=True, low=0, strict_low=True)
+    warmup = top.number("warmup", 0.0, low=0)
+    if warmup >= duration:
+        raise where.error("warmup", f"must be < duration ({_num(duration)}), got {_num(warmup)}")
+    engine_table = top.table("engine", _ENGINE_KEYS)
+    return Scenario(
+        name=top.string("name", required=True),
+        seed=top.integer("seed", 0, low=0),
+        duration=duration,
+        warmup=warmup,
+        queues=tuple(_parse_queue(t) for t in top.array_of_tables("queues", _QUEUE_KEYS)),
+        jobs=tuple(_parse_job(t) for t in top.array_of_tables("jobs", _JOB_KEYS)),
+        pools=tuple(_parse_pool(t) for t in top.array_of_tables("pools", _POOL_KEYS)),
+        events=tuple(_parse_event(t) for t in top.array_of_tables("events", _EVENT_KEYS)),
+        engine=_parse_engine(engine_table) if engine_table else EngineSettings(),
+        source=source,
+    )
+
+
+def _parse_queue(t: _Table) -> QueueSpec:
+    rate = t.table("rate_limit", ("max", "per", "key"))
+    limit = t.integer("concurrency_limit", low=1) if t.has("concurrency_limit") else None
+    return QueueSpec(
+        name=t.string("name", required=True),
+        rate_limit=RateLimit(
+            max=rate.integer("max", required=True, low=1),
+            per=rate.number("per", required=True, low=0, strict_low=True),
+            key=rate.string("key") if rate.has("key") else None,
+        ) if rate else None,
+        concurrency_limit=limit,
+        aging=t.number("aging", 0.0, low=0),
+    )
+
+
+def _parse_job(t: _Table) -> JobType:
+    arrival = _parse_arrival(t) if t.has("arrival") else None
+    if not t.has("service"):
+        raise t.where.error(t.key("service"), "is required")
+    backoff = t.table("backoff", ("kind", "delay", "max", "jitter"))
+    fan_out = t.table("fan_out", ("job", "count"))
+    flow = t.table("flow", ("children", "on_child_failure"))
+    return JobType(
+        name=t.string("name", required=True),
+        queue=t.string("queue", required=True),
+        priority=t.integer("priority", 0),
+        arrival=arrival,
+        service=_parse_service(t),
+        fail_prob=t.number("fail_prob", 0.0, low=0, high=1),
+        poison_prob=t.number("poison_prob", 0.0, low=0, high=1),
+        attempts=t.integer("attempts", 1, low=1),
+        backoff=BackoffSpec(
+            kind=backoff.string("kind", "exponential", choices=BACKOFF_KINDS),
+            delay=backoff.number("delay", 1.0, low=0),
+            max=backoff.number("max", 60.0, low=0),
+            jitter=backoff.number("jitter", 0.0, low=0, high=1),
+        ) if backoff else BackoffSpec(),
+        timeout=t.number("timeout", 0.0, low=0),
+        fan_out=FanOut(job=fan_out.string("job", required=True), count=fan_out.integer("count", required=True, low=1))
+        if fan_out else None,
+        flow=_parse_flow(flow) if flow else None,
+    )
+
+
+def _parse_flow(t: _Table) -> Flow:
+    children = t.strings("children", required=True)
+    if not children:
+        raise t.where.error(t.key("children"), "must name at least one child job type")
+    return Flow(children=children,
+                on_child_failure=t.string("on_child_failure", "fail", choices=CHILD_FAILURE_POLICIES))
+
+
+def _kind_table(t: _Table, name: str, kinds: Mapping[str, tuple[str, ...]]) -> tuple[str, _Table]:
+    raw = t.raw[name]
+    if not isinstance(raw, Mapping):
+        raise t.where.error(t.key(name), f"must be a table like {{kind = ...}}, got {_show(raw)}")
+    probe = _Table({"kind": raw.get("kind")} if "kind" in raw else {}, t.key(name), t.where, ("kind",))
+    kind = probe.string("kind", required=True, choices=tuple(kinds))
+    return kind, _Table(raw, t.key(name), t.where, ("kind", *kinds[kind]))
+
+
+def _parse_arrival(t: _Table) -> dists.Arrival:
+    kind, a = _kind_table(t, "arrival", _ARRIVAL_KEYS)
+    if kind == "trace":
+        return dists.TraceArrivals(path=(p := _path(a)), at=_read_column(p, a, "path"))
+    rate = a.number("rate", required=True, low=0, strict_low=True)
+    if kind == "poisson":
+        return dists.PoissonArrivals(rate=rate)
+    if kind == "constant":
+        return dists.ConstantArrivals(rate=rate)
+    return dists.BurstArrivals(rate=rate, size=a.integer("size", required=True, low=1))
+
+
+def _parse_service(t: _Table) -> dists.Distribution:
+    kind, s = _kind_table(t, "service", _SERVICE_KEYS)
+    if kind == "empirical":
+        return dists.Empirical(path=(p := _path(s)), values=_read_column(p, s, "path"))
+    if kind == "uniform":
+        low = s.number("low", required=True, low=0)
+        high = s.number("high", required=True, low=0)
+        if high < low:
+            raise s.where.error(s.key("high"), f"must be >= low ({_num(low)}), got {_num(high)}")
+        return dists.Uniform(low=low, high=high)
+    mean = s.number("mean", required=True, low=0, strict_low=kind != "constant")
+    if kind == "constant":
+        return dists.Constant(mean=mean)
+    if kind == "exponential":
+        return dists.Exponential(mean=mean)
+    cv = s.number("cv", required=True, low=0)
+    return dists.Lognormal(mean=mean, cv=cv) if kind == "lognormal" else dists.Gamma(mean=mean, cv=cv)
+
+
+def _path(t: _Table) -> Path:
+    p = Path(t.string("path", required=True))
+    return p if p.is_absolute() else t.where.folder / p
+
+
+def _read_column(path: Path, t: _Table, key: str) -> tuple[float, ...]:
+    """Numbers from the first column of a CSV file (a non-numeric header row is skipped)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = [row for row in csv.reader(f) if row and row[0].strip()]
+    except OSError as e:
+        raise t.where.error(t.key(key), f"cannot be read: {path}: {e.strerror or e}") from e
+    values: list[float] = []
+    for i, row in enumerate(rows):
+        try:
+            x = float(row[0])
+        except ValueError:
+            if i == 0:
+                continue  # header
+            raise t.where.error(t.key(key), f"{path} line {i + 1}: not a number: {_show(row[0])}") from None
+        if not math.isfinite(x) or x < 0:
+            raise t.where.error(t.key(key), f"{path} line {i + 1}: values must be finite and >= 0, got {_show(row[0])}")
+        values.append(x)
+    if not values:
+        raise t.where.error(t.key(key), f"{path} holds no numbers")
+    return tuple(values)
+
+
+def _parse_pool(t: _Table) -> PoolSpec:
+    return PoolSpec(
+        name=t.string("name", required=True),
+        queues=t.strings("queues", required=True),
+        policy=t.string("policy", "priority", choices=POLICIES),
+        weights=t.weights("weights"),
+        workers=t.integer("workers", 1, low=0),
+        concurrency=t.integer("concurrency", 1, low=1),
+    )
+
+
+def _parse_event(t: _Table) -> EventSpec:
+    return EventSpec(
+        at=t.number("at", required=True, low=0),
+        kind=t.string("kind", required=True, choices=EVENT_KINDS),
+        pool=t.string("pool", required=True),
+        count=t.integer("count", 1, low=1),
+        grace=t.number("grace", 30.0, low=0),
+    )
+
+
+def _parse_engine(t: _Table) -> EngineSettings:
+    return EngineSettings(
+        lock_duration=t.number("lock_duration", 30.0, low=0, strict_low=True),
+        stalled_interval=t.number("stalled_interval", 30.0, low=0, strict_low=True),
+        max_stalled=t.integer("max_stalled", 1, low=0),
+        fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
+    )
+
+
+# --------------------------------------------------------------------------- cross-checks
+
+
+def _by_name(items: tuple[Any, ...], name: str, what: str) -> Any:
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(f"no {what} named {name!r}")
+
+
+def _unknown(where: _Where, key: str, what: str, name: str, known: list[str]) -> ScenarioError:
+    hint = difflib.get_close_matches(name, known, n=1)
+    also = f" (did you mean '{hint[0]}'?)" if hint else f" (defined: {', '.join(known) or 'none'})"
+    return where.error(key, f"names no {what}: {name!r}{also}")
+
+
+def _check_references(s: Scenario, where: _Where) -> None:
+    """Names must be unique and every reference must point at something defined."""
+    for label, items in (("queues", s.queues), ("jobs", s.jobs), ("pools", s.pools)):
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item.name in seen:
+                raise where.error(f"{label}[{i}].name", f"is a duplicate: {item.name!r}")
+            seen.add(item.name)
+    if not s.queues:
+        raise where.error("queues", "must define at least one queue ([[queues]])")
+    if not s.jobs:
+        raise where.error("jobs", "must define at least one job type ([[jobs]])")
+    if not s.pools:
+        raise where.error("pools", "must define at least one pool ([[pools]])")
+    queues = [q.name for q in s.queues]
+    jobs = [j.name for j in s.jobs]
+    pools = [p.name for p in s.pools]
+    for i, j in enumerate(s.jobs):
+        if j.queue not in queues:
+            raise _unknown(where, f"jobs[{i}].queue", "queue", j.queue, queues)
+        if j.fan_out and j.fan_out.job not in jobs:
+            raise _unknown(where, f"jobs[{i}].fan_out.job", "job type", j.fan_out.job, jobs)
+        if j.flow:
+            for c in j.flow.children:
+                if c not in jobs:
+                    raise _unknown(where, f"jobs[{i}].flow.children", "job type", c, jobs)
+                if c == j.name:
+                    raise where.error(f"jobs[{i}].flow.children", f"must not name the job itself: {c!r}")
+    if not any(j.arrival for j in s.jobs):
+        raise where.error("jobs", "no job type has an `arrival`: nothing would ever arrive")
+    for i, p in enumerate(s.pools):
+        if not p.queues:
+            raise where.error(f"pools[{i}].queues", "must list at least one queue")
+        for q in p.queues:
+            if q not in queues:
+                raise _unknown(where, f"pools[{i}].queues", "queue", q, queues)
+        for q in p.weights:
+            if q not in p.queues:
+                raise where.error(f"pools[{i}].weights.{q}", f"is not one of the pool's queues ({', '.join(p.queues)})")
+    served = {q for p in s.pools for q in p.queues}
+    for i, q in enumerate(s.queues):
+        if q.name not in served:
+            raise where.error(f"queues[{i}]", f"{q.name!r} is served by no pool: its jobs would never run")
+    for i, e in enumerate(s.events):
+        if e.pool not in pools:
+            raise _unknown(where, f"events[{i}].pool", "pool", e.pool, pools)

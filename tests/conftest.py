@@ -1,0 +1,46 @@
+"""Session fixtures: one throwaway redis-server on a free port for the whole run."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redis_server import RedisServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The session's redis-server (started on first use, stopped at the end)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    """URL of the session's server, flushed before each test."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    yield redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A sync client on the flushed session server."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of the test's own, which the test may kill, pause or restart."""
+    server = RedisServer(tmp_path / "own-redis").start()
+    yield server
+    server.stop()
