@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs qsim with its test extras,
+# makes sure redis-server is on PATH (the tests start their own throwaway server
+# on a free port; they never touch a Redis you run), then runs pytest.
+# Extra arguments go to pytest, e.g.  bash tests/run.sh -m "not slow"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "redis-server not found: installing it with apt-get" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server (Redis >= 6.2) is needed on PATH: install it, e.g. 'sudo apt-get install redis-server' or 'brew install redis', then run this again." >&2
+    exit 1
+  fi
+fi
+
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+
+notebooks=()
+if compgen -G "notebooks/*.ipynb" >/dev/null; then notebooks=(--nbmake notebooks); fi
+exec "$PYTHON" -m pytest "${notebooks[@]}" "$@"
