@@ -567,7 +567,7 @@ def _check_references(s: Scenario, where: _Where) -> None:
                 if c == j.name:
                     raise where.error(f"jobs[{i}].flow.children", f"must not name the job itself: {c!r}")
     if not any(j.arrival for j in s.jobs):
-        raise where.error("jobs", "no job type has an `arrival`: nothing would ever arrive")
+        raise where.error("jobs", "must give at least one job type an `arrival` (else nothing ever arrives)")
     for i, p in enumerate(s.pools):
         if not p.queues:
             raise where.error(f"pools[{i}].queues", "must list at least one queue")
