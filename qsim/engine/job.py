@@ -1,0 +1,199 @@
+"""Jobs: the handler's view (:class:`Job`) and the stored record (:class:`JobInfo`).
+
+Layout of a job hash ``<prefix>:{<queue>}:job:<id>`` (all values strings;
+times are seconds since the epoch from Redis's clock, microsecond digits)::
+
+    name            job type              data          payload (JSON)
+    priority        int, lower first      delay         initial delay (s)
+    max_attempts    int                   backoff       Backoff JSON or ""
+    timeout         per-attempt seconds (0 = none)
+    state           waiting | delayed | active | completed | dead
+    enqueued_at     when add() ran        started_at    start of the first attempt
+    attempt_started start of the current/last attempt
+    finished_at     completion or death   worker        worker id of the last attempt
+    token           lock token of the current attempt
+    attempts_made   attempts that ended in success or failure (stalls and
+                    shutdown hand-backs do not count)
+    stalled         times the job's lock expired
+    error, traceback  last failure          returnvalue   result (JSON)
+    progress        last progress (JSON)
+    log             one "start,end,outcome,worker;" entry per attempt;
+                    outcome: completed | failed | stalled | released
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from qsim.engine.backoff import Backoff
+
+if TYPE_CHECKING:
+    from qsim.engine.worker import Worker
+
+__all__ = ["Job", "JobInfo", "Attempt", "EnqueuedJob", "JOB_STATES", "parse_log"]
+
+JOB_STATES = ("waiting", "delayed", "active", "completed", "dead", "waiting_children")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a job: Redis-clock times and how it ended."""
+
+    start: float
+    end: float
+    outcome: str
+    worker: str
+
+
+def parse_log(text: str | None) -> list[Attempt]:
+    """Parse the ``log`` field of a job hash."""
+    out = []
+    for entry in (text or "").split(";"):
+        if entry:
+            start, end, outcome, worker = entry.split(",", 3)
+            out.append(Attempt(float(start), float(end), outcome, worker))
+    return out
+
+
+def _f(v: str | None) -> float | None:
+    return float(v) if v else None
+
+
+@dataclass(frozen=True)
+class EnqueuedJob:
+    """What ``add`` returns: the job id and whether this call created it."""
+
+    id: str
+    name: str
+    queue: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A snapshot of a stored job (``Queue.get_job``, ``dead()``, ``job_records()``).
+
+    ``data`` is the decoded payload, or the raw text when it is not valid JSON
+    (``data_error`` then says why).
+    """
+
+    id: str
+    queue: str
+    name: str
+    state: str
+    data: Any
+    priority: int
+    max_attempts: int
+    attempts_made: int
+    stalled: int
+    timeout: float
+    enqueued_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    worker: str | None
+    error: str | None
+    traceback: str | None
+    returnvalue: Any
+    progress: Any
+    backoff: str
+    attempts: list[Attempt] = field(default_factory=list)
+    data_error: str | None = None
+
+    @classmethod
+    def from_hash(cls, queue: str, job_id: str, h: dict[str, str]) -> JobInfo:
+        """Build from an HGETALL reply (decoded strings)."""
+        data_error = None
+        try:
+            data = json.loads(h.get("data", ""))
+        except ValueError as e:
+            data, data_error = h.get("data"), f"data is not valid JSON: {e}"
+
+        def loads(k: str) -> Any:
+            try:
+                return json.loads(h[k]) if h.get(k) else None
+            except ValueError:
+                return h[k]
+
+        return cls(
+            id=job_id,
+            queue=queue,
+            name=h.get("name", ""),
+            state=h.get("state", "unknown"),
+            data=data,
+            priority=int(h.get("priority") or 0),
+            max_attempts=int(h.get("max_attempts") or 1),
+            attempts_made=int(h.get("attempts_made") or 0),
+            stalled=int(h.get("stalled") or 0),
+            timeout=float(h.get("timeout") or 0),
+            enqueued_at=_f(h.get("enqueued_at")),
+            started_at=_f(h.get("started_at")),
+            finished_at=_f(h.get("finished_at")),
+            worker=h.get("worker"),
+            error=h.get("error"),
+            traceback=h.get("traceback"),
+            returnvalue=loads("returnvalue"),
+            progress=loads("progress"),
+            backoff=h.get("backoff", ""),
+            attempts=parse_log(h.get("log")),
+            data_error=data_error,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-ready) of this snapshot."""
+        d = dict(self.__dict__)
+        d["attempts"] = [a.__dict__ for a in self.attempts]
+        return d
+
+
+class Job:
+    """A job as the handler sees it.
+
+    Attributes:
+        id: Job id.  name: Job type.  data: Decoded payload.
+        attempt: 1 for the first attempt, 2 for the first retry, ...
+        queue: Queue name.  max_attempts: Attempts allowed in all.
+        timeout: Per-attempt timeout in seconds (0 = none).
+    """
+
+    __slots__ = ("id", "name", "data", "attempt", "queue", "max_attempts", "timeout", "backoff", "token",
+                 "lock_lost", "_worker")
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002
+        name: str,
+        data: Any,
+        attempt: int,
+        queue: str,
+        max_attempts: int,
+        timeout: float,
+        backoff: Backoff | None,
+        token: str,
+        worker: Worker | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.data = data
+        self.attempt = attempt
+        self.queue = queue
+        self.max_attempts = max_attempts
+        self.timeout = timeout
+        self.backoff = backoff
+        self.token = token
+        self.lock_lost = False
+        self._worker = worker
+
+    async def progress(self, value: Any) -> None:
+        """Report progress (any JSON value); stored and published as an event.
+
+        Raises:
+            LockLost: the worker no longer holds this job's lock.
+        """
+        if self._worker is None:
+            raise RuntimeError("progress() needs a job run by a Worker")
+        await self._worker._report_progress(self, value)
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, name={self.name!r}, queue={self.queue!r}, attempt={self.attempt})"

@@ -1,0 +1,105 @@
+"""Redis key names of a queue: the only place they are spelled out.
+
+Every key of one queue shares the hash tag ``{queue}``, so a queue lives in
+one Redis Cluster slot and its Lua scripts may touch all of its keys::
+
+    qsim:{orders}:wait          ZSET  waiting job ids, score = priority * 2**32 + seq
+    qsim:{orders}:delayed       ZSET  delayed job ids, score = due time (ms, Redis clock)
+    qsim:{orders}:active        ZSET  locked job ids, score = lock expiry (ms, Redis clock)
+    qsim:{orders}:completed     ZSET  completed job ids, score = finish time (ms)
+    qsim:{orders}:dead          ZSET  dead-letter job ids, score = time of death (ms)
+    qsim:{orders}:waiting-children ZSET  parents waiting for children (flows)
+    qsim:{orders}:meta          HASH  paused, keep_count, keep_age_ms
+    qsim:{orders}:marker        LIST  wake-up marker idle workers block on (BLPOP)
+    qsim:{orders}:events        STREAM capped event stream
+    qsim:{orders}:id            STRING counter for generated job ids
+    qsim:{orders}:seq           STRING counter for FIFO order within a priority
+    qsim:{orders}:job:<id>      HASH  one job (see qsim.engine.job)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["QueueKeys", "DEFAULT_PREFIX", "validate_name"]
+
+DEFAULT_PREFIX = "qsim"
+
+
+def validate_name(what: str, value: str) -> str:
+    """Check a queue name or prefix: a non-empty str without braces or spaces."""
+    if not isinstance(value, str) or not value or any(c in value for c in "{}: \t\r\n"):
+        raise ValueError(f"{what} must be a non-empty string without braces, colons or spaces, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """All Redis keys of one queue.
+
+    Args:
+        queue: The queue name (becomes the hash tag).
+        prefix: The key prefix, ``"qsim"`` by default.
+    """
+
+    queue: str
+    prefix: str = DEFAULT_PREFIX
+    base: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        validate_name("queue name", self.queue)
+        validate_name("prefix", self.prefix)
+        object.__setattr__(self, "base", f"{self.prefix}:{{{self.queue}}}:")
+
+    @property
+    def wait(self) -> str:
+        return self.base + "wait"
+
+    @property
+    def delayed(self) -> str:
+        return self.base + "delayed"
+
+    @property
+    def active(self) -> str:
+        return self.base + "active"
+
+    @property
+    def completed(self) -> str:
+        return self.base + "completed"
+
+    @property
+    def dead(self) -> str:
+        return self.base + "dead"
+
+    @property
+    def waiting_children(self) -> str:
+        return self.base + "waiting-children"
+
+    @property
+    def meta(self) -> str:
+        return self.base + "meta"
+
+    @property
+    def marker(self) -> str:
+        return self.base + "marker"
+
+    @property
+    def events(self) -> str:
+        return self.base + "events"
+
+    @property
+    def id_counter(self) -> str:
+        return self.base + "id"
+
+    @property
+    def seq(self) -> str:
+        return self.base + "seq"
+
+    @property
+    def job_prefix(self) -> str:
+        """Prefix of job hashes; the scripts append the job id."""
+        return self.base + "job:"
+
+    def job(self, job_id: str) -> str:
+        """Key of one job's hash."""
+        return self.base + "job:" + job_id

@@ -1,0 +1,58 @@
+--[[ add: enqueue one or more jobs (waiting or delayed); an existing id is left alone.
+
+KEYS[1] wait      ZSET waiting ids (score = priority * 2^32 + seq)
+KEYS[2] delayed   ZSET delayed ids (score = due ms)
+KEYS[3] marker    LIST wake-up marker
+KEYS[4] id        STRING counter for generated ids
+KEYS[5] seq       STRING FIFO counter
+ARGV[1] job key prefix ("qsim:{q}:job:")
+ARGV[2] number of jobs n
+ARGV[3 + 8*i ..] per job: id ("" = generate), name, data (JSON), priority,
+        delay_ms, max_attempts, backoff (JSON or ""), timeout (s)
+
+Returns a flat array: id_1, created_1, id_2, created_2, ... where created is
+1 for a new job and 0 when a job with that id already existed (no-op).
+]]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local prefix = ARGV[1]
+local n = tonumber(ARGV[2])
+local out = {}
+local wake = false
+for i = 0, n - 1 do
+  local b = 3 + i * 8
+  local id = ARGV[b]
+  if id == '' then
+    repeat
+      id = tostring(redis.call('INCR', KEYS[4]))
+    until redis.call('EXISTS', prefix .. id) == 0
+  end
+  local jk = prefix .. id
+  if redis.call('EXISTS', jk) == 1 then
+    out[#out + 1] = id
+    out[#out + 1] = 0
+  else
+    local prio = tonumber(ARGV[b + 3])
+    local delay = tonumber(ARGV[b + 4])
+    local state = 'waiting'
+    if delay > 0 then
+      state = 'delayed'
+      redis.call('ZADD', KEYS[2], now_ms + delay, id)
+    else
+      local seq = redis.call('INCR', KEYS[5]) % 4294967296
+      redis.call('ZADD', KEYS[1], prio * 4294967296 + seq, id)
+    end
+    redis.call('HSET', jk, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
+      'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
+      'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
+      'attempts_made', 0, 'stalled', 0)
+    out[#out + 1] = id
+    out[#out + 1] = 1
+    wake = true
+  end
+end
+if wake and redis.call('LLEN', KEYS[3]) == 0 then
+  redis.call('RPUSH', KEYS[3], '1')
+end
+return out

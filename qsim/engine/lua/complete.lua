@@ -1,0 +1,70 @@
+--[[ complete: mark a batch of active jobs completed, then trim old completed jobs.
+
+KEYS[1] active     ZSET locked ids
+KEYS[2] completed  ZSET completed ids (score = finish ms)
+KEYS[3] events     STREAM event stream
+KEYS[4] meta       HASH queue settings (keep_count, keep_age_ms)
+ARGV[1] job key prefix
+ARGV[2] events stream max length (approximate)
+ARGV[3] default keep_count (-1 = keep all) when meta has none
+ARGV[4] default keep_age_ms (-1 = no age limit) when meta has none
+ARGV[5 + 3*i ..] per job: id, lock token, return value (JSON)
+
+Returns one code per job:
+   1 completed
+   0 already completed with this token (a retried call): nothing done
+  -1 lock lost: the token does not match or the job is not active; refused
+  -2 no such job
+]]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local prefix = ARGV[1]
+local maxlen = ARGV[2]
+local codes = {}
+local done = 0
+for i = 5, #ARGV, 3 do
+  local id = ARGV[i]
+  local jk = prefix .. id
+  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name')
+  if not f[2] then
+    codes[#codes + 1] = -2
+  elseif f[1] ~= ARGV[i + 1] then
+    codes[#codes + 1] = -1
+  elseif f[2] == 'completed' then
+    codes[#codes + 1] = 0
+  elseif f[2] ~= 'active' then
+    codes[#codes + 1] = -1
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
+      'attempts_made', tonumber(f[5]) + 1,
+      'log', (f[6] or '') .. f[3] .. ',' .. now_s .. ',completed,' .. f[4] .. ';')
+    redis.call('ZADD', KEYS[2], now_ms, id)
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7])
+    codes[#codes + 1] = 1
+    done = done + 1
+  end
+end
+if done > 0 then
+  local m = redis.call('HMGET', KEYS[4], 'keep_count', 'keep_age_ms')
+  local keep = tonumber(m[1] or ARGV[3])
+  local age = tonumber(m[2] or ARGV[4])
+  if keep >= 0 then
+    local excess = redis.call('ZCARD', KEYS[2]) - keep
+    if excess > 0 then
+      if excess > 1000 then excess = 1000 end
+      local old = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
+      for _, id in ipairs(old) do redis.call('DEL', prefix .. id) end
+      redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
+    end
+  end
+  if age >= 0 then
+    local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms - age, 'LIMIT', 0, 1000)
+    for _, id in ipairs(old) do
+      redis.call('DEL', prefix .. id)
+      redis.call('ZREM', KEYS[2], id)
+    end
+  end
+end
+return codes

@@ -1,0 +1,73 @@
+--[[ fail: record failed attempts of a batch of active jobs; retry or move to the DLQ.
+
+KEYS[1] active    ZSET locked ids
+KEYS[2] wait      ZSET waiting ids
+KEYS[3] delayed   ZSET delayed ids (score = due ms)
+KEYS[4] dead      ZSET dead-letter ids (score = time of death ms)
+KEYS[5] events    STREAM event stream
+KEYS[6] marker    LIST wake-up marker
+KEYS[7] seq       STRING FIFO counter
+ARGV[1] job key prefix
+ARGV[2] events stream max length (approximate)
+ARGV[3 + 5*i ..] per job: id, lock token, error (one line), traceback,
+        retry delay ms (-1 = unrecoverable: no retry whatever attempts are left)
+
+A job is retried while attempts_made (after this failure) < max_attempts.
+Returns one code per job:
+   1 retry now (waiting)      2 retry later (delayed)      3 dead (DLQ)
+   0 already handled with this token (a retried call): nothing done
+  -1 lock lost: refused       -2 no such job
+]]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local prefix = ARGV[1]
+local maxlen = ARGV[2]
+local codes = {}
+local wake = false
+for i = 3, #ARGV, 5 do
+  local id = ARGV[i]
+  local jk = prefix .. id
+  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
+    'max_attempts', 'priority', 'log', 'name')
+  if not f[2] then
+    codes[#codes + 1] = -2
+  elseif f[1] ~= ARGV[i + 1] then
+    codes[#codes + 1] = -1
+  elseif f[2] ~= 'active' then
+    codes[#codes + 1] = 0
+  else
+    local made = tonumber(f[5]) + 1
+    local delay = tonumber(ARGV[i + 4])
+    local err = ARGV[i + 2]
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
+      'log', (f[8] or '') .. f[3] .. ',' .. now_s .. ',failed,' .. f[4] .. ';')
+    redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', f[9],
+      'error', err, 'attempt', made)
+    if delay < 0 or made >= tonumber(f[6]) then
+      redis.call('HSET', jk, 'state', 'dead', 'finished_at', now_s)
+      redis.call('ZADD', KEYS[4], now_ms, id)
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', f[9], 'error', err)
+      codes[#codes + 1] = 3
+    elseif delay > 0 then
+      redis.call('HSET', jk, 'state', 'delayed')
+      redis.call('ZADD', KEYS[3], now_ms + delay, id)
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', f[9],
+        'delay', delay / 1000)
+      codes[#codes + 1] = 2
+      wake = true
+    else
+      local seq = redis.call('INCR', KEYS[7]) % 4294967296
+      redis.call('HSET', jk, 'state', 'waiting')
+      redis.call('ZADD', KEYS[2], tonumber(f[7]) * 4294967296 + seq, id)
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', f[9], 'delay', 0)
+      codes[#codes + 1] = 1
+      wake = true
+    end
+  end
+end
+if wake and redis.call('LLEN', KEYS[6]) == 0 then
+  redis.call('RPUSH', KEYS[6], '1')
+end
+return codes

@@ -1,0 +1,36 @@
+--[[ promote: move delayed jobs that are due into the waiting set.
+
+KEYS[1] delayed   ZSET delayed ids (score = due ms)
+KEYS[2] wait      ZSET waiting ids
+KEYS[3] seq       STRING FIFO counter
+KEYS[4] marker    LIST wake-up marker
+ARGV[1] job key prefix
+ARGV[2] at most this many jobs per call
+
+Returns ms until the next delayed job is due (0 when more are due now),
+or -1 when no job is delayed.
+]]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local prefix = ARGV[1]
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = prefix .. id
+  local prio = redis.call('HGET', jk, 'priority')
+  if prio then
+    local seq = redis.call('INCR', KEYS[3]) % 4294967296
+    redis.call('ZADD', KEYS[2], tonumber(prio) * 4294967296 + seq, id)
+    redis.call('HSET', jk, 'state', 'waiting')
+  end
+end
+if #due > 0 and redis.call('LLEN', KEYS[4]) == 0 then
+  redis.call('RPUSH', KEYS[4], '1')
+end
+local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if nxt[1] then
+  local left = tonumber(nxt[2]) - now_ms
+  if left < 0 then left = 0 end
+  return left
+end
+return -1

@@ -1,0 +1,56 @@
+--[[ recover_stalled: put back active jobs whose lock expired (their worker died).
+
+KEYS[1] active    ZSET locked ids (score = lock expiry ms)
+KEYS[2] wait      ZSET waiting ids
+KEYS[3] dead      ZSET dead-letter ids
+KEYS[4] events    STREAM event stream
+KEYS[5] marker    LIST wake-up marker
+KEYS[6] seq       STRING FIFO counter
+ARGV[1] job key prefix
+ARGV[2] events stream max length (approximate)
+ARGV[3] max_stalled: a job stalled more often than this goes to the DLQ
+ARGV[4] at most this many jobs per call
+
+Each such job gets stalled + 1, its lock token is removed (a late completion
+is refused) and its attempt is logged as "stalled"; a stall does not count
+as an attempt. Returns {requeued ids, dead ids}.
+]]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local prefix = ARGV[1]
+local maxlen = ARGV[2]
+local max_stalled = tonumber(ARGV[3])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
+local requeued, dead = {}, {}
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = prefix .. id
+  local f = redis.call('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
+    'attempts_made')
+  if f[1] == 'active' then
+    local stalled = tonumber(f[4] or '0') + 1
+    redis.call('HDEL', jk, 'token')
+    redis.call('HSET', jk, 'stalled', stalled,
+      'log', (f[6] or '') .. f[2] .. ',' .. now_s .. ',stalled,' .. f[3] .. ';')
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'stalled', 'job', id, 'name', f[7],
+      'stalled', stalled)
+    if stalled > max_stalled then
+      local err = 'StalledError: job stalled ' .. stalled .. ' times (max_stalled=' .. max_stalled .. ')'
+      redis.call('HSET', jk, 'state', 'dead', 'finished_at', now_s, 'error', err,
+        'attempts_made', tonumber(f[8] or '0') + 1)
+      redis.call('ZADD', KEYS[3], now_ms, id)
+      redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', f[7], 'error', err)
+      dead[#dead + 1] = id
+    else
+      local seq = redis.call('INCR', KEYS[6]) % 4294967296
+      redis.call('HSET', jk, 'state', 'waiting')
+      redis.call('ZADD', KEYS[2], tonumber(f[5]) * 4294967296 + seq, id)
+      requeued[#requeued + 1] = id
+    end
+  end
+end
+if #requeued > 0 and redis.call('LLEN', KEYS[5]) == 0 then
+  redis.call('RPUSH', KEYS[5], '1')
+end
+return {requeued, dead}

@@ -1,0 +1,134 @@
+"""Job payloads: strict JSON encoding, size limits and redaction of secrets."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from qsim.errors import PayloadError
+
+__all__ = [
+    "encode_payload",
+    "decode_payload",
+    "redact",
+    "scrub_text",
+    "normalize_fields",
+    "DEFAULT_REDACT",
+    "DEFAULT_MAX_PAYLOAD",
+    "DEFAULT_WARN_PAYLOAD",
+    "REDACTED",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REDACT: tuple[str, ...] = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization")
+DEFAULT_MAX_PAYLOAD = 512 * 1024
+DEFAULT_WARN_PAYLOAD = 1024
+REDACTED = "***"
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check(value: Any, path: str) -> None:
+    """Refuse what JSON would silently change (non-str keys) or cannot hold."""
+    if isinstance(value, _SCALARS):
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise PayloadError(f"{path}: dict keys must be str, got {type(k).__name__} {k!r}")
+            _check(v, f"{path}.{k}")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check(v, f"{path}[{i}]")
+        return
+    raise PayloadError(f"{path}: {type(value).__name__} is not JSON (only dict, list, str, int, float, bool, None)")
+
+
+def encode_payload(
+    value: Any,
+    *,
+    what: str = "data",
+    max_bytes: int = DEFAULT_MAX_PAYLOAD,
+    warn_bytes: int = DEFAULT_WARN_PAYLOAD,
+) -> str:
+    """Encode ``value`` as strict JSON, enforcing the size limits.
+
+    Raises:
+        PayloadError: ``value`` holds bytes, NaN/Infinity, objects or non-str
+            keys, or encodes to more than ``max_bytes``.
+    """
+    if not isinstance(value, _SCALARS):
+        _check(value, what)
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise PayloadError(f"{what} is not plain JSON: {e}") from e
+    size = len(text)  # ensure_ascii: one byte per character
+    if size > max_bytes:
+        raise PayloadError(
+            f"{what} is {size} bytes, over the {max_bytes}-byte limit: store large data elsewhere and enqueue its key"
+        )
+    if size > warn_bytes:
+        logger.warning("%s is %s bytes (> %s): keep payloads small, enqueue ids", what, size, warn_bytes)
+    return text
+
+
+def decode_payload(text: str | None, *, what: str = "data") -> Any:
+    """Decode stored JSON; corrupt text raises :class:`PayloadError`."""
+    if text is None:
+        raise PayloadError(f"{what} is missing")
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise PayloadError(f"{what} is not valid JSON: {e}") from e
+
+
+def normalize_fields(fields: Iterable[str]) -> frozenset[str]:
+    """Lower-cased set of sensitive field names; validates the input."""
+    if isinstance(fields, str):
+        raise ValueError(f"redact must be a sequence of field names, got the string {fields!r}")
+    out = set()
+    for f in fields:
+        if not isinstance(f, str) or not f:
+            raise ValueError(f"redact field names must be non-empty strings, got {f!r}")
+        out.add(f.lower())
+    return frozenset(out)
+
+
+def redact(value: Any, fields: frozenset[str]) -> Any:
+    """A copy of ``value`` with the values of sensitive keys replaced by ``***``."""
+    if not fields:
+        return value
+    if isinstance(value, dict):
+        return {k: (REDACTED if isinstance(k, str) and k.lower() in fields else redact(v, fields)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, fields) for v in value]
+    return value
+
+
+def _secrets(value: Any, fields: frozenset[str], out: set[str]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and k.lower() in fields and v is not None:
+                out.add(v if isinstance(v, str) else json.dumps(v))
+            else:
+                _secrets(v, fields, out)
+    elif isinstance(value, list):
+        for v in value:
+            _secrets(v, fields, out)
+
+
+def scrub_text(text: str, data: Any, fields: frozenset[str]) -> str:
+    """``text`` with every sensitive value found in ``data`` replaced by ``***``."""
+    if not fields or not text:
+        return text
+    found: set[str] = set()
+    _secrets(data, fields, found)
+    for s in sorted(found, key=len, reverse=True):
+        if len(s) >= 3:
+            text = text.replace(s, REDACTED)
+    return text

@@ -1,0 +1,144 @@
+"""Pure helpers: build each script's KEYS/ARGV and read its reply.
+
+Shared by the sync :class:`~qsim.engine.queue.Queue`, the asyncio
+:class:`~qsim.engine.queue.AsyncQueue` and the :class:`~qsim.engine.worker.Worker`;
+nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from qsim.engine.keys import QueueKeys
+from qsim.engine.scripts import Call
+
+__all__ = [
+    "JobSpec",
+    "Fetched",
+    "MAX_PRIORITY",
+    "add_call",
+    "parse_add",
+    "promote_call",
+    "fetch_call",
+    "parse_fetch",
+    "complete_call",
+    "fail_call",
+    "extend_lock_call",
+    "recover_stalled_call",
+    "release_call",
+    "retry_dead_call",
+    "purge_dead_call",
+    "progress_call",
+    "COMPLETE_CODES",
+    "FAIL_CODES",
+]
+
+#: Priorities run from 0 (first) to MAX_PRIORITY; the wait score is priority * 2**32 + seq.
+MAX_PRIORITY = 2**20 - 1
+
+COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing"}
+FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing"}
+
+
+class JobSpec(NamedTuple):
+    """One job to add, already validated and encoded."""
+
+    id: str
+    name: str
+    data: str
+    priority: int
+    delay_ms: int
+    max_attempts: int
+    backoff: str
+    timeout: float
+
+
+class Fetched(NamedTuple):
+    """One job taken by ``fetch``: raw strings from the hash."""
+
+    id: str
+    token: str
+    name: str
+    data: str
+    attempts_made: int
+    max_attempts: int
+    backoff: str
+    timeout: float
+
+
+def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
+    args: list[Any] = [k.job_prefix, len(specs)]
+    for s in specs:
+        args.extend(s)
+    return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq), args)
+
+
+def parse_add(reply: list[Any]) -> list[tuple[str, bool]]:
+    return [(str(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)]
+
+
+def promote_call(k: QueueKeys, limit: int = 1000) -> Call:
+    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit))
+
+
+def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str) -> Call:
+    return Call("fetch", (k.wait, k.active, k.meta, k.marker), (k.job_prefix, n, lock_ms, worker_id, token_prefix))
+
+
+def parse_fetch(reply: list[Any]) -> list[Fetched]:
+    out = []
+    for i in range(0, len(reply), 8):
+        r = reply[i : i + 8]
+        out.append(Fetched(r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), r[6], float(r[7] or 0)))
+    return out
+
+
+def complete_call(
+    k: QueueKeys, maxlen: int, keep_count: int, keep_age_ms: int, items: Iterable[tuple[str, str, str]]
+) -> Call:
+    args: list[Any] = [k.job_prefix, maxlen, keep_count, keep_age_ms]
+    for it in items:
+        args.extend(it)
+    return Call("complete", (k.active, k.completed, k.events, k.meta), args)
+
+
+def fail_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str, str, str, int]]) -> Call:
+    args: list[Any] = [k.job_prefix, maxlen]
+    for it in items:
+        args.extend(it)
+    return Call("fail", (k.active, k.wait, k.delayed, k.dead, k.events, k.marker, k.seq), args)
+
+
+def extend_lock_call(k: QueueKeys, lock_ms: int, items: Iterable[tuple[str, str]]) -> Call:
+    args: list[Any] = [k.job_prefix, lock_ms]
+    for it in items:
+        args.extend(it)
+    return Call("extend_lock", (k.active,), args)
+
+
+def recover_stalled_call(k: QueueKeys, maxlen: int, max_stalled: int, limit: int = 1000) -> Call:
+    return Call(
+        "recover_stalled",
+        (k.active, k.wait, k.dead, k.events, k.marker, k.seq),
+        (k.job_prefix, maxlen, max_stalled, limit),
+    )
+
+
+def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str]]) -> Call:
+    args: list[Any] = [k.job_prefix, maxlen]
+    for it in items:
+        args.extend(it)
+    return Call("release", (k.active, k.wait, k.events, k.marker, k.seq), args)
+
+
+def retry_dead_call(k: QueueKeys, maxlen: int, ids: Sequence[str], limit: int = 1000) -> Call:
+    return Call("retry_dead", (k.dead, k.wait, k.events, k.marker, k.seq), (k.job_prefix, maxlen, limit, *ids))
+
+
+def purge_dead_call(k: QueueKeys, limit: int = 1000) -> Call:
+    return Call("purge_dead", (k.dead,), (k.job_prefix, limit))
+
+
+def progress_call(k: QueueKeys, maxlen: int, job_id: str, token: str, value_json: str) -> Call:
+    return Call("progress", (k.events,), (k.job_prefix, maxlen, job_id, token, value_json))

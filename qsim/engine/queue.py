@@ -1,0 +1,428 @@
+"""Producers: :class:`Queue` (sync redis-py client) and :class:`AsyncQueue` (redis.asyncio).
+
+Both build the same :class:`~qsim.engine.scripts.Op` objects in
+:class:`QueueCore` (pure: keys, validation, encoding, reply parsing) and only
+differ in how they send them, so every operation is written once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from qsim.engine.backoff import Backoff
+from qsim.engine.job import EnqueuedJob, JobInfo
+from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.payload import (
+    DEFAULT_MAX_PAYLOAD,
+    DEFAULT_REDACT,
+    DEFAULT_WARN_PAYLOAD,
+    encode_payload,
+    normalize_fields,
+    redact,
+    scrub_text,
+)
+from qsim.engine.protocol import (
+    MAX_PRIORITY,
+    JobSpec,
+    add_call,
+    parse_add,
+    purge_dead_call,
+    retry_dead_call,
+)
+from qsim.engine.scripts import Op, ScriptSet, command, run_op, run_op_async
+from qsim.errors import JobNotFound
+
+__all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN"]
+
+logger = logging.getLogger(__name__)
+
+#: Completed jobs kept per queue unless ``set_retention`` says otherwise.
+DEFAULT_KEEP_COMPLETED = 10_000
+#: Approximate cap of each queue's event stream.
+DEFAULT_EVENTS_MAXLEN = 10_000
+_CHUNK = 1000
+
+
+def _redis_url_kwargs() -> dict[str, Any]:
+    return {"decode_responses": True, "socket_connect_timeout": 5.0, "health_check_interval": 0}
+
+
+class QueueCore:
+    """Configuration and pure operation builders shared by both producers.
+
+    Args:
+        name: Queue name.
+        prefix: Key prefix (``"qsim"``).
+        max_payload: Refuse payloads above this many bytes.
+        warn_payload: Log a warning above this many bytes.
+        redact: Field names whose values are hidden in logs, events and the
+            DLQ listing (case-insensitive).
+        events_maxlen: Approximate cap of the event stream.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        warn_payload: int = DEFAULT_WARN_PAYLOAD,
+        redact: Iterable[str] = DEFAULT_REDACT,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+    ) -> None:
+        self.keys = QueueKeys(name, prefix)
+        self.name = name
+        if not isinstance(max_payload, int) or max_payload < 1:
+            raise ValueError(f"max_payload must be an int >= 1, got {max_payload!r}")
+        if not isinstance(warn_payload, int) or warn_payload < 0:
+            raise ValueError(f"warn_payload must be an int >= 0, got {warn_payload!r}")
+        if not isinstance(events_maxlen, int) or events_maxlen < 1:
+            raise ValueError(f"events_maxlen must be an int >= 1, got {events_maxlen!r}")
+        self.max_payload = max_payload
+        self.warn_payload = warn_payload
+        self.redact_fields = normalize_fields(redact)
+        self.events_maxlen = events_maxlen
+
+    # -- validation -------------------------------------------------------
+    def spec(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        attempts: int = 1,
+        backoff: Backoff | None = None,
+        timeout: float = 0.0,
+        job_id: str | None = None,
+    ) -> JobSpec:
+        """Validate and encode one job (raises ValueError / PayloadError)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"job name must be a non-empty string, got {name!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+            raise ValueError(f"priority must be an int in [0, {MAX_PRIORITY}], got {priority!r}")
+        if not isinstance(delay, (int, float)) or not delay >= 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise ValueError(f"backoff must be a Backoff or None, got {backoff!r}")
+        if not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0 seconds (0 = none), got {timeout!r}")
+        if job_id is not None and (not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; ")):
+            raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
+        text = encode_payload(
+            data, what=f"job {name!r} data", max_bytes=self.max_payload, warn_bytes=self.warn_payload
+        )
+        return JobSpec(
+            job_id or "",
+            name,
+            text,
+            priority,
+            int(round(delay * 1000)),
+            attempts,
+            backoff.to_json() if backoff else "",
+            float(timeout),
+        )
+
+    # -- operations ---------------------------------------------------------
+    def op_add(self, specs: Sequence[JobSpec]) -> Op[list[EnqueuedJob]]:
+        calls = [add_call(self.keys, specs[i : i + _CHUNK]) for i in range(0, len(specs), _CHUNK)]
+        names = [s.name for s in specs]
+
+        def parse(replies: list[Any]) -> list[EnqueuedJob]:
+            pairs = [p for r in replies for p in parse_add(r)]
+            out = [EnqueuedJob(jid, n, self.name, created) for (jid, created), n in zip(pairs, names)]
+            for e in out:
+                if not e.created:
+                    logger.debug("job %s already exists in queue %s: not added again", e.id, self.name)
+            return out
+
+        return Op(calls, parse)
+
+    def op_get_job(self, job_id: str, redact_data: bool = False) -> Op[JobInfo]:
+        def parse(replies: list[Any]) -> JobInfo:
+            if not replies[0]:
+                raise JobNotFound(f"no job {job_id!r} in queue {self.name!r}")
+            info = JobInfo.from_hash(self.name, job_id, replies[0])
+            return self._redacted(info) if redact_data else info
+
+        return Op([command("HGETALL", self.keys.job(job_id))], parse)
+
+    def _redacted(self, info: JobInfo) -> JobInfo:
+        f = self.redact_fields
+        if not f:
+            return info
+        from dataclasses import replace
+
+        return replace(
+            info,
+            data=redact(info.data, f),
+            error=scrub_text(info.error or "", info.data, f) or info.error,
+            traceback=scrub_text(info.traceback or "", info.data, f) or info.traceback,
+            returnvalue=redact(info.returnvalue, f),
+        )
+
+    def op_counts(self) -> Op[dict[str, int]]:
+        k = self.keys
+        names = ("waiting", "active", "delayed", "completed", "dead", "waiting_children")
+        keys = (k.wait, k.active, k.delayed, k.completed, k.dead, k.waiting_children)
+        return Op([command("ZCARD", key) for key in keys], lambda r: dict(zip(names, map(int, r))))
+
+    def op_pause(self) -> Op[None]:
+        return Op([command("HSET", self.keys.meta, "paused", "1")], lambda r: None)
+
+    def op_resume(self) -> Op[None]:
+        k = self.keys
+        return Op([command("HDEL", k.meta, "paused"), command("RPUSH", k.marker, "1"),
+                   command("LTRIM", k.marker, -1, -1)], lambda r: None)
+
+    def op_is_paused(self) -> Op[bool]:
+        return Op([command("HGET", self.keys.meta, "paused")], lambda r: r[0] == "1")
+
+    def op_set_retention(self, keep_count: int | None, keep_age: float | None) -> Op[None]:
+        if keep_count is not None and (not isinstance(keep_count, int) or keep_count < 0):
+            raise ValueError(f"keep_count must be an int >= 0 or None (keep all), got {keep_count!r}")
+        if keep_age is not None and (not isinstance(keep_age, (int, float)) or not keep_age >= 0):
+            raise ValueError(f"keep_age must be >= 0 seconds or None (no limit), got {keep_age!r}")
+        count = -1 if keep_count is None else keep_count
+        age = -1 if keep_age is None else int(keep_age * 1000)
+        return Op([command("HSET", self.keys.meta, "keep_count", count, "keep_age_ms", age)], lambda r: None)
+
+    def _op_hashes(self, ids: list[str], redact_data: bool, acc: list[JobInfo]) -> Op[list[JobInfo]]:
+        chunk, rest = ids[:_CHUNK * 5], ids[_CHUNK * 5 :]
+
+        def parse(replies: list[Any]) -> Any:
+            for jid, h in zip(chunk, replies):
+                if h:
+                    info = JobInfo.from_hash(self.name, jid, h)
+                    acc.append(self._redacted(info) if redact_data else info)
+            return self._op_hashes(rest, redact_data, acc) if rest else acc
+
+        return Op([command("HGETALL", self.keys.job(j)) for j in chunk], parse)
+
+    def op_dead(self, limit: int = 100, offset: int = 0) -> Op[list[JobInfo]]:
+        def parse(replies: list[Any]) -> Any:
+            ids = list(replies[0])
+            return self._op_hashes(ids, True, []) if ids else []
+
+        return Op([command("ZRANGE", self.keys.dead, offset, offset + limit - 1)], parse)
+
+    def op_job_records(self) -> Op[list[JobInfo]]:
+        k = self.keys
+        sets = (k.wait, k.delayed, k.active, k.completed, k.dead, k.waiting_children)
+
+        def parse(replies: list[Any]) -> Any:
+            ids = sorted({i for r in replies for i in r}, key=lambda s: (len(s), s))
+            return self._op_hashes(ids, False, []) if ids else []
+
+        return Op([command("ZRANGE", s, 0, -1) for s in sets], parse)
+
+    def op_retry_dead(self, ids: Sequence[str], all_jobs: bool) -> Op[list[str]]:
+        if bool(ids) == bool(all_jobs):
+            raise ValueError("retry_dead needs job ids or all_jobs=True (not both)")
+        acc: list[str] = []
+
+        def parse(replies: list[Any]) -> Any:
+            acc.extend(replies[0])
+            if all_jobs and len(replies[0]) == _CHUNK:
+                return Op([retry_dead_call(self.keys, self.events_maxlen, (), _CHUNK)], parse)
+            return acc
+
+        return Op([retry_dead_call(self.keys, self.events_maxlen, list(ids), _CHUNK)], parse)
+
+    def op_purge_dead(self) -> Op[int]:
+        total = [0]
+
+        def parse(replies: list[Any]) -> Any:
+            total[0] += int(replies[0])
+            if int(replies[0]) == _CHUNK:
+                return Op([purge_dead_call(self.keys, _CHUNK)], parse)
+            return total[0]
+
+        return Op([purge_dead_call(self.keys, _CHUNK)], parse)
+
+    def op_events(self, count: int = 100) -> Op[list[dict[str, str]]]:
+        def parse(replies: list[Any]) -> list[dict[str, str]]:
+            return [{"id": sid, **fields} for sid, fields in reversed(replies[0])]
+
+        return Op([command("XREVRANGE", self.keys.events, "+", "-", "COUNT", count)], parse)
+
+    @staticmethod
+    def bulk_specs(core: QueueCore, jobs: Iterable[Any]) -> list[JobSpec]:
+        specs = []
+        for j in jobs:
+            if isinstance(j, JobSpec):
+                specs.append(j)
+            elif isinstance(j, tuple) and len(j) == 2:
+                specs.append(core.spec(j[0], j[1]))
+            elif isinstance(j, tuple) and len(j) == 3 and isinstance(j[2], dict):
+                specs.append(core.spec(j[0], j[1], **j[2]))
+            else:
+                raise ValueError(f"add_bulk takes (name, data) or (name, data, options) tuples, got {j!r}")
+        return specs
+
+
+class Queue(QueueCore):
+    """Sync producer and admin handle of one queue (web apps, Locust/gevent).
+
+    Args:
+        name: Queue name.
+        redis: A ``redis://`` URL, or a ``redis.Redis`` made with
+            ``decode_responses=True``.
+        **options: See :class:`QueueCore`.
+
+    Example::
+
+        q = Queue("orders", redis="redis://localhost:6379/0")
+        q.add("cut", {"order_id": 17}, priority=1, attempts=3, job_id="order-17")
+    """
+
+    def __init__(self, name: str, *, redis: str | redis.Redis = "redis://127.0.0.1:6379/0", **options: Any) -> None:  # noqa: F811
+        super().__init__(name, **options)
+        if isinstance(redis, str):
+            import redis as _r
+
+            self.client: Any = _r.Redis.from_url(redis, **_redis_url_kwargs())
+            self._owns = True
+        else:
+            _check_decoded(redis)
+            self.client, self._owns = redis, False
+        self.scripts = ScriptSet(self.client)
+
+    def _run(self, op: Op[Any], where: str) -> Any:
+        return run_op(self.client, self.scripts, op, f"{where} on queue {self.name!r}")
+
+    def add(self, name: str, data: Any = None, **options: Any) -> EnqueuedJob:
+        """Add one job; options as :meth:`QueueCore.spec`. An existing ``job_id`` is a no-op."""
+        return self._run(self.op_add([self.spec(name, data, **options)]), "add")[0]  # type: ignore[no-any-return]
+
+    def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
+        """Add many ``(name, data[, options])`` jobs in one round trip."""
+        specs = self.bulk_specs(self, jobs)
+        return self._run(self.op_add(specs), "add_bulk") if specs else []  # type: ignore[no-any-return]
+
+    def get_job(self, job_id: str, *, redact: bool = False) -> JobInfo:
+        """The stored job (raises JobNotFound)."""
+        return self._run(self.op_get_job(job_id, redact), "get_job")  # type: ignore[no-any-return]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state: waiting, active, delayed, completed, dead, waiting_children."""
+        return self._run(self.op_counts(), "counts")  # type: ignore[no-any-return]
+
+    def pause(self) -> None:
+        """Workers stop taking jobs from this queue (running ones finish)."""
+        self._run(self.op_pause(), "pause")
+
+    def resume(self) -> None:
+        """Undo :meth:`pause` and wake idle workers."""
+        self._run(self.op_resume(), "resume")
+
+    def is_paused(self) -> bool:
+        return self._run(self.op_is_paused(), "is_paused")  # type: ignore[no-any-return]
+
+    def set_retention(self, *, keep_count: int | None = DEFAULT_KEEP_COMPLETED, keep_age: float | None = None) -> None:
+        """Keep at most ``keep_count`` completed jobs and none older than ``keep_age`` s (None: no limit)."""
+        self._run(self.op_set_retention(keep_count, keep_age), "set_retention")
+
+    def dead(self, limit: int = 100, offset: int = 0) -> list[JobInfo]:
+        """Dead-letter jobs, oldest first, sensitive fields redacted."""
+        return self._run(self.op_dead(limit, offset), "dead")  # type: ignore[no-any-return]
+
+    def retry_dead(self, *job_ids: str, all_jobs: bool = False) -> list[str]:
+        """Move the given dead jobs (or all of them) back to waiting; returns their ids."""
+        return self._run(self.op_retry_dead(job_ids, all_jobs), "retry_dead")  # type: ignore[no-any-return]
+
+    def purge_dead(self) -> int:
+        """Delete every dead-letter job; returns how many."""
+        return self._run(self.op_purge_dead(), "purge_dead")  # type: ignore[no-any-return]
+
+    def job_records(self) -> list[JobInfo]:
+        """Every job still stored (any state) with its timestamps and attempts."""
+        return self._run(self.op_job_records(), "job_records")  # type: ignore[no-any-return]
+
+    def events(self, count: int = 100) -> list[dict[str, str]]:
+        """The last ``count`` events of the stream, oldest first."""
+        return self._run(self.op_events(count), "events")  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._owns:
+            self.client.close()
+
+
+class AsyncQueue(QueueCore):
+    """Asyncio producer and admin handle of one queue; same methods as :class:`Queue`, awaited."""
+
+    def __init__(
+        self, name: str, *, redis: str | redis.asyncio.Redis = "redis://127.0.0.1:6379/0", **options: Any  # noqa: F811
+    ) -> None:
+        super().__init__(name, **options)
+        if isinstance(redis, str):
+            import redis.asyncio as _ra
+
+            self.client: Any = _ra.Redis.from_url(redis, **_redis_url_kwargs())
+            self._owns = True
+        else:
+            _check_decoded(redis)
+            self.client, self._owns = redis, False
+        self.scripts = ScriptSet(self.client)
+
+    async def _run(self, op: Op[Any], where: str) -> Any:
+        return await run_op_async(self.client, self.scripts, op, f"{where} on queue {self.name!r}")
+
+    async def add(self, name: str, data: Any = None, **options: Any) -> EnqueuedJob:
+        return (await self._run(self.op_add([self.spec(name, data, **options)]), "add"))[0]  # type: ignore[no-any-return]
+
+    async def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
+        specs = self.bulk_specs(self, jobs)
+        return await self._run(self.op_add(specs), "add_bulk") if specs else []  # type: ignore[no-any-return]
+
+    async def get_job(self, job_id: str, *, redact: bool = False) -> JobInfo:
+        return await self._run(self.op_get_job(job_id, redact), "get_job")  # type: ignore[no-any-return]
+
+    async def counts(self) -> dict[str, int]:
+        return await self._run(self.op_counts(), "counts")  # type: ignore[no-any-return]
+
+    async def pause(self) -> None:
+        await self._run(self.op_pause(), "pause")
+
+    async def resume(self) -> None:
+        await self._run(self.op_resume(), "resume")
+
+    async def is_paused(self) -> bool:
+        return await self._run(self.op_is_paused(), "is_paused")  # type: ignore[no-any-return]
+
+    async def set_retention(
+        self, *, keep_count: int | None = DEFAULT_KEEP_COMPLETED, keep_age: float | None = None
+    ) -> None:
+        await self._run(self.op_set_retention(keep_count, keep_age), "set_retention")
+
+    async def dead(self, limit: int = 100, offset: int = 0) -> list[JobInfo]:
+        return await self._run(self.op_dead(limit, offset), "dead")  # type: ignore[no-any-return]
+
+    async def retry_dead(self, *job_ids: str, all_jobs: bool = False) -> list[str]:
+        return await self._run(self.op_retry_dead(job_ids, all_jobs), "retry_dead")  # type: ignore[no-any-return]
+
+    async def purge_dead(self) -> int:
+        return await self._run(self.op_purge_dead(), "purge_dead")  # type: ignore[no-any-return]
+
+    async def job_records(self) -> list[JobInfo]:
+        return await self._run(self.op_job_records(), "job_records")  # type: ignore[no-any-return]
+
+    async def events(self, count: int = 100) -> list[dict[str, str]]:
+        return await self._run(self.op_events(count), "events")  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        if self._owns:
+            await self.client.aclose()
+
+
+def _check_decoded(client: Any) -> None:
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    if not kwargs.get("decode_responses"):
+        raise ValueError("the Redis client must be created with decode_responses=True")

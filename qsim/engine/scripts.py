@@ -1,0 +1,199 @@
+"""Loading the ``lua/*.lua`` scripts and running script calls on a client.
+
+Scripts are read with :mod:`importlib.resources` and registered per client
+(``client.register_script``), so redis-py's script objects handle EVALSHA and
+the NOSCRIPT reload for single calls. Several calls go out as one pipeline
+(one round trip); there a NOSCRIPT reply makes us load the scripts and resend
+only the calls that failed (redis-py's own pipeline would first send SCRIPT
+EXISTS on every execute, a second round trip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import redis
+import redis.asyncio
+from redis.exceptions import NoScriptError
+
+from qsim.errors import EngineError, RedisUnavailable
+
+__all__ = [
+    "SCRIPT_NAMES",
+    "Call",
+    "Op",
+    "ScriptSet",
+    "lua_source",
+    "command",
+    "run_op",
+    "run_op_async",
+    "run_calls",
+    "run_calls_async",
+    "redis_errors",
+    "CONNECTION_ERRORS",
+]
+
+logger = logging.getLogger(__name__)
+
+SCRIPT_NAMES: tuple[str, ...] = (
+    "add",
+    "promote",
+    "fetch",
+    "complete",
+    "fail",
+    "extend_lock",
+    "recover_stalled",
+    "release",
+    "retry_dead",
+    "purge_dead",
+    "progress",
+)
+
+#: Errors after which a retry on a fresh connection may succeed.
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    OSError,
+)
+
+T = TypeVar("T")
+
+
+def lua_source(name: str) -> str:
+    """The text of ``lua/<name>.lua``."""
+    if name not in SCRIPT_NAMES:
+        raise ValueError(f"unknown script {name!r}; known: {', '.join(SCRIPT_NAMES)}")
+    return resources.files("qsim.engine.lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+class Call(NamedTuple):
+    """One script call (``script`` set) or one plain command (``script == ""``)."""
+
+    script: str
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+def command(*args: Any) -> Call:
+    """A plain Redis command as a :class:`Call`."""
+    return Call("", (), args)
+
+
+@dataclass
+class Op(Generic[T]):
+    """Calls sent in one round trip and the function that reads their replies.
+
+    ``parse`` may return another :class:`Op` to continue (e.g. list ids, then
+    read their hashes); the sync and async executors follow the chain.
+    """
+
+    calls: list[Call]
+    parse: Callable[[list[Any]], Any]
+
+
+class ScriptSet:
+    """The engine's scripts registered on one client (sync or asyncio)."""
+
+    def __init__(self, client: redis.Redis | redis.asyncio.Redis) -> None:
+        self.client = client
+        self.sources = {name: lua_source(name) for name in SCRIPT_NAMES}
+        self.scripts = {name: client.register_script(src) for name, src in self.sources.items()}
+
+    def sha(self, name: str) -> str:
+        return str(self.scripts[name].sha)
+
+
+def _queue_call(pipe: Any, scripts: ScriptSet, call: Call) -> None:
+    if call.script:
+        pipe.evalsha(scripts.sha(call.script), len(call.keys), *call.keys, *call.args)
+    else:
+        pipe.execute_command(*call.args)
+
+
+def run_calls(client: redis.Redis, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
+    """Send ``calls`` in one round trip on a sync client; replies in order."""
+    if len(calls) == 1:
+        c = calls[0]
+        if c.script:
+            return [scripts.scripts[c.script](keys=list(c.keys), args=list(c.args), client=client)]
+        return [client.execute_command(*c.args)]
+    pipe = client.pipeline(transaction=False)
+    for c in calls:
+        _queue_call(pipe, scripts, c)
+    replies = list(pipe.execute(raise_on_error=False))
+    missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+    if missing:
+        for name, src in scripts.sources.items():
+            client.script_load(src)
+        pipe = client.pipeline(transaction=False)
+        for i in missing:
+            _queue_call(pipe, scripts, calls[i])
+        for i, r in zip(missing, pipe.execute(raise_on_error=False)):
+            replies[i] = r
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    return replies
+
+
+async def run_calls_async(client: redis.asyncio.Redis, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
+    """Send ``calls`` in one round trip on an asyncio client; replies in order."""
+    if len(calls) == 1:
+        c = calls[0]
+        if c.script:
+            return [await scripts.scripts[c.script](keys=list(c.keys), args=list(c.args), client=client)]
+        return [await client.execute_command(*c.args)]
+    pipe = client.pipeline(transaction=False)
+    for c in calls:
+        _queue_call(pipe, scripts, c)
+    replies = list(await pipe.execute(raise_on_error=False))
+    missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+    if missing:
+        for name, src in scripts.sources.items():
+            await client.script_load(src)
+        pipe = client.pipeline(transaction=False)
+        for c in (calls[i] for i in missing):
+            _queue_call(pipe, scripts, c)
+        for i, r in zip(missing, await pipe.execute(raise_on_error=False)):
+            replies[i] = r
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    return replies
+
+
+@contextlib.contextmanager
+def redis_errors(where: str) -> Iterator[None]:
+    """Wrap redis-py errors: connection trouble -> RedisUnavailable, else EngineError."""
+    try:
+        yield
+    except CONNECTION_ERRORS as e:
+        raise RedisUnavailable(f"Redis unavailable ({where}): {e}") from e
+    except redis.exceptions.RedisError as e:
+        raise EngineError(f"Redis error ({where}): {e}") from e
+
+
+def run_op(client: redis.Redis, scripts: ScriptSet, op: Op[T], where: str) -> T:
+    """Run an :class:`Op` (and its continuations) on a sync client."""
+    with redis_errors(where):
+        while True:
+            result = op.parse(run_calls(client, scripts, op.calls))
+            if not isinstance(result, Op):
+                return result  # type: ignore[no-any-return]
+            op = result
+
+
+async def run_op_async(client: redis.asyncio.Redis, scripts: ScriptSet, op: Op[T], where: str) -> T:
+    """Run an :class:`Op` (and its continuations) on an asyncio client."""
+    with redis_errors(where):
+        while True:
+            result = op.parse(await run_calls_async(client, scripts, op.calls))
+            if not isinstance(result, Op):
+                return result  # type: ignore[no-any-return]
+            op = result

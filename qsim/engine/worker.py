@@ -1,0 +1,550 @@
+"""The asyncio worker: fetch in batches, run handlers, acknowledge in batches.
+
+One loop task does all of the worker's Redis writes for jobs: every pass it
+sends, in one pipeline (one round trip), the completions, failures and
+hand-backs gathered since the last pass, a promotion of due delayed jobs
+(at most every 50 ms while busy) and a fetch of up to "free slots" jobs.
+While one pass is in flight the next batch gathers, so acknowledgements are
+batched by themselves. When the queue is empty the worker blocks on the
+queue's marker list (BLPOP) until ``add`` (or a retry, a promotion, a
+stalled-job recovery) pushes to it: no sleep-polling.
+
+Two side tasks: one renews the locks of all active jobs in one script call
+every ``lock_duration / 2`` seconds; one recovers stalled jobs every
+``stalled_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from qsim.engine.backoff import Backoff
+from qsim.engine.events import Emitter
+from qsim.engine.job import Job
+from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.payload import (
+    DEFAULT_MAX_PAYLOAD,
+    DEFAULT_REDACT,
+    encode_payload,
+    normalize_fields,
+    redact,
+    scrub_text,
+)
+from qsim.engine.protocol import (
+    complete_call,
+    extend_lock_call,
+    fail_call,
+    fetch_call,
+    parse_fetch,
+    progress_call,
+    promote_call,
+    recover_stalled_call,
+    release_call,
+)
+from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, DEFAULT_KEEP_COMPLETED
+from qsim.engine.scripts import CONNECTION_ERRORS, Call, ScriptSet, run_calls_async
+from qsim.errors import LockLost, PayloadError, RedisUnavailable, UnrecoverableError
+
+__all__ = ["Worker", "Handler", "EXIT_DRAINED", "EXIT_CUT_OFF"]
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Job], Awaitable[Any]]
+
+#: ``run()`` / ``close()`` result when every active job finished.
+EXIT_DRAINED = 0
+#: ``run()`` / ``close()`` result when jobs were cut off at shutdown and handed back.
+EXIT_CUT_OFF = 3
+
+_PROMOTE_EVERY = 0.05
+_MAX_RECONNECT_DELAY = 5.0
+_FINAL_FLUSH_TIMEOUT = 10.0
+
+
+class Worker:
+    """Runs ``handler`` on the jobs of a queue, ``concurrency`` at a time.
+
+    Args:
+        queues: A queue name, or a list holding one name (several queues
+            per worker are not supported yet).
+        handler: ``async def handler(job) -> result``; the result must be JSON.
+        redis: A ``redis://`` URL (the worker makes its own asyncio client).
+        concurrency: Jobs run at the same time by this process.
+        lock_duration: Seconds a job's lock lasts; renewed every half of it.
+        stalled_interval: Seconds between checks for jobs whose lock expired.
+        max_stalled: Stalls a job may have before it goes to the DLQ.
+        shutdown_grace: Seconds ``close()`` / SIGTERM waits for active jobs.
+        prefix: Key prefix.
+        redact: Sensitive field names hidden in logs, events and errors.
+        max_payload: Largest return value in bytes.
+        keep_completed: Completed jobs kept (None: all) unless the queue's
+            ``set_retention`` says otherwise.
+        keep_completed_for: Seconds completed jobs are kept (None: no limit).
+        block_timeout: Longest single BLPOP wait in seconds.
+        handle_signals: Install SIGTERM/SIGINT handlers while ``run()`` runs.
+        worker_id: Name of this worker in job records (default host:pid:random).
+
+    ``run()`` returns :data:`EXIT_DRAINED` (0) when it stopped with every
+    active job finished, :data:`EXIT_CUT_OFF` (3) when some were cancelled
+    at the end of the grace period and handed back to the queue.
+    """
+
+    def __init__(
+        self,
+        queues: str | Sequence[str],
+        handler: Handler,
+        *,
+        redis: str = "redis://127.0.0.1:6379/0",  # noqa: F811
+        concurrency: int = 10,
+        lock_duration: float = 30.0,
+        stalled_interval: float = 30.0,
+        max_stalled: int = 1,
+        shutdown_grace: float = 30.0,
+        prefix: str = DEFAULT_PREFIX,
+        redact: Sequence[str] = DEFAULT_REDACT,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
+        keep_completed: int | None = DEFAULT_KEEP_COMPLETED,
+        keep_completed_for: float | None = None,
+        block_timeout: float = 5.0,
+        handle_signals: bool = True,
+        worker_id: str | None = None,
+    ) -> None:
+        names = [queues] if isinstance(queues, str) else list(queues)
+        if not names:
+            raise ValueError(f"queues must name at least one queue, got {queues!r}")
+        if len(names) > 1:
+            raise ValueError(f"several queues per worker are not supported yet, got {names!r}: run one worker per queue")
+        if not callable(handler):
+            raise ValueError(f"handler must be an async function, got {handler!r}")
+        if not isinstance(redis, str):
+            raise ValueError(f"redis must be a redis:// URL, got {redis!r}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        for what, v in (("lock_duration", lock_duration), ("stalled_interval", stalled_interval),
+                        ("block_timeout", block_timeout)):
+            if not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{what} must be > 0 seconds, got {v!r}")
+        if not isinstance(shutdown_grace, (int, float)) or not shutdown_grace >= 0:
+            raise ValueError(f"shutdown_grace must be >= 0 seconds, got {shutdown_grace!r}")
+        if isinstance(max_stalled, bool) or not isinstance(max_stalled, int) or max_stalled < 0:
+            raise ValueError(f"max_stalled must be an int >= 0, got {max_stalled!r}")
+        if keep_completed is not None and (not isinstance(keep_completed, int) or keep_completed < 0):
+            raise ValueError(f"keep_completed must be an int >= 0 or None, got {keep_completed!r}")
+        if keep_completed_for is not None and not keep_completed_for >= 0:
+            raise ValueError(f"keep_completed_for must be >= 0 seconds or None, got {keep_completed_for!r}")
+        self.queue = names[0]
+        self.keys = QueueKeys(self.queue, prefix)
+        self.handler = handler
+        self.url = redis
+        self.concurrency = concurrency
+        self.lock_duration = float(lock_duration)
+        self.stalled_interval = float(stalled_interval)
+        self.max_stalled = max_stalled
+        self.shutdown_grace = float(shutdown_grace)
+        self.redact_fields = normalize_fields(redact)
+        self.max_payload = max_payload
+        self.events_maxlen = events_maxlen
+        self.keep_count = -1 if keep_completed is None else keep_completed
+        self.keep_age_ms = -1 if keep_completed_for is None else int(keep_completed_for * 1000)
+        self.block_timeout = float(block_timeout)
+        self.handle_signals = handle_signals
+        wid = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.id = wid.replace(",", "_").replace(";", "_")
+        self._emitter = Emitter()
+        self._rng = random.Random()
+        self._lock_ms = int(self.lock_duration * 1000)
+        self._backoffs: dict[str, Backoff | None] = {"": None}
+        self._running = False
+        self._exit_code = EXIT_DRAINED
+        #: jobs run so far (completed or failed acknowledgements sent)
+        self.processed = 0
+
+    # -- public -------------------------------------------------------------
+    def on(self, event: str, callback: Callable[..., Any]) -> None:
+        """Call ``callback`` on ``event`` (see :data:`qsim.engine.events.EVENTS`)."""
+        self._emitter.on(event, callback)
+
+    @property
+    def active(self) -> int:
+        """Jobs running right now."""
+        return len(self._active) if self._running else 0
+
+    async def run(self) -> int:
+        """Work until ``close()`` or SIGTERM/SIGINT; returns the exit code.
+
+        Raises:
+            RedisUnavailable: Redis cannot be reached at start.
+        """
+        if self._running:
+            raise RuntimeError("this worker is already running")
+        self._setup()
+        try:
+            await self.client.ping()
+        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+            await self.client.aclose()
+            raise RedisUnavailable(f"cannot reach Redis at {self.url}: {e}") from e
+        self._running = True
+        loop = asyncio.get_running_loop()
+        signals = self._install_signals(loop)
+        side = [asyncio.ensure_future(self._extend_loop()), asyncio.ensure_future(self._stalled_loop())]
+        logger.info("worker %s started on queue %s (concurrency %s)", self.id, self.queue, self.concurrency)
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            await self._abort()
+            raise
+        finally:
+            for t in side:
+                t.cancel()
+            if self._blpop is not None:
+                self._blpop.cancel()
+            await asyncio.gather(*side, *( [self._blpop] if self._blpop else []), return_exceptions=True)
+            for s in signals:
+                loop.remove_signal_handler(s)
+            await self.client.aclose()
+            self._running = False
+            self._finished.set()
+        logger.info("worker %s stopped (exit code %s, %s jobs processed)", self.id, self._exit_code, self.processed)
+        return self._exit_code
+
+    async def close(self, timeout: float | None = None) -> int:
+        """Stop fetching, wait up to ``timeout`` s (default ``shutdown_grace``) for
+        active jobs, hand back the rest; returns the exit code once ``run()`` ended."""
+        if not self._running:
+            return self._exit_code
+        self._request_close(self.shutdown_grace if timeout is None else timeout)
+        await self._finished.wait()
+        return self._exit_code
+
+    # -- setup ----------------------------------------------------------------
+    def _setup(self) -> None:
+        self.client = redis.asyncio.Redis.from_url(
+            self.url, decode_responses=True, socket_connect_timeout=5.0, socket_keepalive=True
+        )
+        self.scripts = ScriptSet(self.client)
+        self._active: dict[str, tuple[Job, asyncio.Task[None]]] = {}
+        self._acks: list[tuple[Job, str, Any]] = []
+        self._fails: list[tuple[Job, str, str, int, BaseException]] = []
+        self._releases: list[Job] = []
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._force = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._closing = False
+        self._stopped = False
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._blpop: asyncio.Future[Any] | None = None
+        self._maybe_ready = True
+        self._next_promote = 0.0
+        self._fetch_seq = 0
+        self._exit_code = EXIT_DRAINED
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        if not self.handle_signals:
+            return []
+        done = []
+        for s in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(s, self._on_signal, s)
+                done.append(s)
+            except (NotImplementedError, RuntimeError, ValueError):
+                logger.debug("cannot install a handler for %s here", s)
+        return done
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._shutdown_task is None:
+            logger.info("%s: stop fetching, draining %s active jobs for up to %s s", name, len(self._active),
+                        self.shutdown_grace)
+            self._request_close(self.shutdown_grace)
+        else:
+            logger.warning("%s again: cancelling %s active jobs now", name, len(self._active))
+            self._force.set()
+            self._changed.set()
+
+    def _request_close(self, grace: float) -> None:
+        if self._shutdown_task is None:
+            self._shutdown_task = asyncio.ensure_future(self._shutdown(grace))
+
+    # -- the loop -------------------------------------------------------------
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        flush_deadline: float | None = None
+        while True:
+            slots = 0 if self._closing else self.concurrency - len(self._active)
+            pending = bool(self._acks or self._fails or self._releases)
+            if self._stopped and not pending:
+                return
+            now = loop.time()
+            promote = slots > 0 and now >= self._next_promote
+            fetch = slots > 0 and (self._maybe_ready or promote)
+            if not (pending or fetch):
+                if slots > 0 and self._blpop is None:
+                    self._start_blpop(max(0.001, min(self.block_timeout, self._next_promote - now)))
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            acks, self._acks = self._acks, []
+            fails, self._fails = self._fails, []
+            rels, self._releases = self._releases, []
+            calls: list[Call] = []
+            k = self.keys
+            if acks:
+                calls.append(complete_call(k, self.events_maxlen, self.keep_count, self.keep_age_ms,
+                                           [(j.id, j.token, rv) for j, rv, _ in acks]))
+            if fails:
+                calls.append(fail_call(k, self.events_maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in fails]))
+            if rels:
+                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in rels]))
+            if promote:
+                calls.append(promote_call(k))
+            if fetch:
+                self._fetch_seq += 1
+                calls.append(fetch_call(k, slots, self._lock_ms, self.id, f"{self.id}:{self._fetch_seq}"))
+            try:
+                replies = await run_calls_async(self.client, self.scripts, calls)
+            except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+                self._acks[:0], self._fails[:0], self._releases[:0] = acks, fails, rels
+                if self._stopped:
+                    flush_deadline = flush_deadline or loop.time() + _FINAL_FLUSH_TIMEOUT
+                    if loop.time() > flush_deadline:
+                        logger.error("giving up flushing %s results to Redis: %s (stalled-job recovery will "
+                                     "put their jobs back)", len(self._acks) + len(self._fails) + len(self._releases), e)
+                        return
+                logger.warning("Redis error in worker %s: %s; retrying in %.2f s", self.id, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_RECONNECT_DELAY)
+                continue
+            if delay > 0.05:
+                logger.info("worker %s reconnected to Redis", self.id)
+            delay = 0.05
+            i = 0
+            if acks:
+                self._after_complete(acks, replies[i])
+                i += 1
+            if fails:
+                self._after_fail(fails, replies[i])
+                i += 1
+            if rels:
+                logger.info("handed %s cut-off jobs back to queue %s", replies[i], self.queue)
+                i += 1
+            if promote:
+                left = int(replies[i])
+                i += 1
+                wait = _PROMOTE_EVERY if left < 0 else min(_PROMOTE_EVERY, left / 1000.0)
+                self._next_promote = loop.time() + wait if left != 0 else 0.0
+            if fetch:
+                got = parse_fetch(replies[i])
+                self._maybe_ready = len(got) >= slots
+                if got:
+                    self._start(got)
+
+    def _start_blpop(self, timeout: float) -> None:
+        self._blpop = asyncio.ensure_future(self._block(timeout))
+
+    async def _block(self, timeout: float) -> None:
+        try:
+            await self.client.blpop([self.keys.marker], timeout=round(timeout, 3) or 0.001)
+        except asyncio.CancelledError:
+            raise
+        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+            logger.debug("BLPOP failed: %s", e)
+            await asyncio.sleep(0.1)
+        finally:
+            self._blpop = None
+        self._maybe_ready = True
+        self._next_promote = 0.0
+        self._wake.set()
+
+    def _start(self, got: list[Any]) -> None:
+        for f in got:
+            bo = self._backoffs.get(f.backoff)
+            if bo is None and f.backoff:
+                try:
+                    bo = self._backoffs[f.backoff] = Backoff.from_json(f.backoff)
+                except (ValueError, KeyError, TypeError):
+                    bo = None
+            job = Job(f.id, f.name, None, f.attempts_made + 1, self.queue, f.max_attempts, f.timeout, bo,
+                      f.token, self)
+            try:
+                job.data = json.loads(f.data)
+            except ValueError as e:
+                logger.error("job %s of queue %s has corrupt data (%s): moving it to the DLQ", f.id, self.queue, e)
+                err = PayloadError(f"job data is not valid JSON: {e}")
+                self._fails.append((job, f"PayloadError: {err}", "", -1, err))
+                continue
+            self._active[f.id] = (job, asyncio.ensure_future(self._run_job(job)))
+
+    async def _run_job(self, job: Job) -> None:
+        try:
+            if job.timeout > 0:
+                cm = asyncio.timeout(job.timeout)
+                try:
+                    async with cm:
+                        result = await self.handler(job)
+                except TimeoutError as e:
+                    if cm.expired():
+                        raise TimeoutError(f"attempt timed out after {job.timeout:g} s") from e
+                    raise
+            else:
+                result = await self.handler(job)
+            rv = "null" if result is None else encode_payload(
+                result, what=f"job {job.id} return value", max_bytes=self.max_payload, warn_bytes=self.max_payload)
+            self._acks.append((job, rv, result))
+        except asyncio.CancelledError:
+            self._releases.append(job)
+        except Exception as e:  # noqa: BLE001 - a handler may raise anything
+            self._failed(job, e)
+        finally:
+            self._active.pop(job.id, None)
+            self._wake.set()
+            self._changed.set()
+
+    def _failed(self, job: Job, e: Exception) -> None:
+        f = self.redact_fields
+        err = scrub_text(f"{type(e).__name__}: {e}", job.data, f)[:2000]
+        tb = scrub_text("".join(traceback.format_exception(e)), job.data, f)[-20000:]
+        if isinstance(e, UnrecoverableError):
+            delay = -1
+        elif job.backoff is not None:
+            delay = int(job.backoff.delay_for(job.attempt, self._rng) * 1000)
+        else:
+            delay = 0
+        logger.warning("job %s (%s) attempt %s/%s failed: %s", job.id, job.name, job.attempt, job.max_attempts, err)
+        self._fails.append((job, err, tb, delay, e))
+
+    def _after_complete(self, acks: list[tuple[Job, str, Any]], codes: list[int]) -> None:
+        emit = self._emitter.callbacks.get("completed")
+        self.processed += len(acks)
+        for (job, _, result), code in zip(acks, codes):
+            if code == 1:
+                if emit:
+                    self._emitter.emit("completed", job, result)
+            elif code < 0:
+                self._lost(job, "completion")
+
+    def _after_fail(self, fails: list[tuple[Job, str, str, int, BaseException]], codes: list[int]) -> None:
+        self.processed += len(fails)
+        for (job, err, _, _, exc), code in zip(fails, codes):
+            if code > 0:
+                self._emitter.emit("failed", job, exc)
+                if code == 3:
+                    logger.error("job %s (%s) moved to the dead-letter queue: %s", job.id, job.name, err)
+                    self._emitter.emit("dead", job, exc)
+                else:
+                    self._emitter.emit("retrying", job, exc)
+            elif code < 0:
+                self._lost(job, "failure")
+
+    def _lost(self, job: Job, what: str) -> None:
+        job.lock_lost = True
+        logger.warning("job %s: %s refused, this worker no longer holds its lock (it stalled or was "
+                       "recovered elsewhere)", job.id, what)
+        self._emitter.emit("lock_lost", job)
+
+    # -- side tasks -----------------------------------------------------------
+    async def _extend_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lock_duration / 2)
+            jobs = [j for j, _ in self._active.values()]
+            jobs += [a[0] for a in self._acks] + [f[0] for f in self._fails]
+            if not jobs:
+                continue
+            try:
+                lost = (await run_calls_async(self.client, self.scripts, [
+                    extend_lock_call(self.keys, self._lock_ms, [(j.id, j.token) for j in jobs])]))[0]
+            except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+                logger.warning("could not renew %s locks: %s", len(jobs), e)
+                continue
+            if lost:
+                by_id = {j.id: j for j in jobs}
+                for jid in lost:
+                    if jid in by_id and not by_id[jid].lock_lost:
+                        by_id[jid].lock_lost = True
+                        logger.warning("job %s: lock lost while running", jid)
+
+    async def _stalled_loop(self) -> None:
+        while True:
+            try:
+                requeued, dead = (await run_calls_async(self.client, self.scripts, [
+                    recover_stalled_call(self.keys, self.events_maxlen, self.max_stalled)]))[0]
+                if requeued or dead:
+                    logger.warning("queue %s: %s stalled jobs put back, %s moved to the DLQ (max_stalled=%s)",
+                                   self.queue, len(requeued), len(dead), self.max_stalled)
+                    for jid in [*requeued, *dead]:
+                        self._emitter.emit("stalled", jid)
+            except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+                logger.warning("stalled-job check failed: %s", e)
+            await asyncio.sleep(self.stalled_interval)
+
+    async def _report_progress(self, job: Job, value: Any) -> None:
+        text = encode_payload(redact(value, self.redact_fields), what="progress", max_bytes=self.max_payload,
+                              warn_bytes=self.max_payload)
+        try:
+            code = (await run_calls_async(self.client, self.scripts, [
+                progress_call(self.keys, self.events_maxlen, job.id, job.token, text)]))[0]
+        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+            raise RedisUnavailable(f"cannot report progress of job {job.id}: {e}") from e
+        if code < 0:
+            raise LockLost(f"job {job.id}: this worker no longer holds its lock")
+        self._emitter.emit("progress", job, value)
+
+    # -- shutdown -------------------------------------------------------------
+    async def _shutdown(self, grace: float) -> None:
+        self._closing = True
+        if self._blpop is not None:
+            self._blpop.cancel()
+        self._wake.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self._active and not self._force.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            self._changed.clear()
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
+            except TimeoutError:
+                break
+        tasks = [t for _, t in self._active.values()]
+        if tasks:
+            self._exit_code = EXIT_CUT_OFF
+            logger.warning("cutting off %s jobs still running after %s s; handing them back", len(tasks), grace)
+            for t in tasks:
+                t.cancel()
+            await asyncio.wait(tasks, timeout=5.0)
+            for job, t in list(self._active.values()):
+                logger.error("job %s ignored cancellation; handing it back anyway", job.id)
+                self._releases.append(job)
+        self._stopped = True
+        self._wake.set()
+
+    async def _abort(self) -> None:
+        """run() itself was cancelled: hand back what runs, best effort, quickly."""
+        jobs = [j for j, _ in self._active.values()]
+        for _, t in self._active.values():
+            t.cancel()
+        if jobs:
+            self._exit_code = EXIT_CUT_OFF
+            try:
+                async with asyncio.timeout(2.0):
+                    await run_calls_async(self.client, self.scripts, [
+                        release_call(self.keys, self.events_maxlen, [(j.id, j.token) for j in jobs])])
+            except (*CONNECTION_ERRORS, redis.exceptions.RedisError, TimeoutError) as e:
+                logger.warning("could not hand back %s jobs: %s", len(jobs), e)

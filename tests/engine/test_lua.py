@@ -1,0 +1,198 @@
+"""The Lua scripts called directly (through the pure call builders), one state change each."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from qsim.engine import protocol as P
+from qsim.engine.keys import QueueKeys
+from qsim.engine.scripts import SCRIPT_NAMES, Call, ScriptSet, lua_source, run_calls
+
+pytestmark = pytest.mark.redis
+
+K = QueueKeys("q")
+
+
+@pytest.fixture
+def call(redis_client: redis.Redis) -> Any:
+    scripts = ScriptSet(redis_client)
+
+    def run(c: Call) -> Any:
+        return run_calls(redis_client, scripts, [c])[0]
+
+    return run
+
+
+def spec(jid: str = "", name: str = "t", prio: int = 0, delay_ms: int = 0, attempts: int = 1) -> P.JobSpec:
+    return P.JobSpec(jid, name, '{"x":1}', prio, delay_ms, attempts, "", 0.0)
+
+
+def fetch(call: Any, n: int = 10, lock_ms: int = 30000) -> list[P.Fetched]:
+    return P.parse_fetch(call(P.fetch_call(K, n, lock_ms, "w1", "tok")))
+
+
+def test_every_script_has_a_header_listing_keys_argv_and_returns() -> None:
+    for name in SCRIPT_NAMES:
+        head = lua_source(name).split("]]", 1)[0]
+        assert head.startswith(f"--[[ {name}:"), name
+        assert "KEYS[1]" in head and "ARGV[1]" in head and "Returns" in head, name
+
+
+def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_client: redis.Redis) -> None:
+    # Given jobs of priorities 5, 1, 5, 1, 0 added in that order
+    ids = P.parse_add(call(P.add_call(K, [spec("a", prio=5), spec("b", prio=1), spec("c", prio=5),
+                                            spec("d", prio=1), spec("e", prio=0)])))
+    assert ids == [("a", True), ("b", True), ("c", True), ("d", True), ("e", True)]
+    # When one worker fetches them all
+    got = fetch(call)
+    # Then lower priority first, FIFO within a level, each locked with its own token
+    assert [g.id for g in got] == ["e", "b", "d", "a", "c"]
+    assert len({g.token for g in got}) == 5
+    assert redis_client.zcard(K.active) == 5 and redis_client.zcard(K.wait) == 0
+    h = redis_client.hgetall(K.job("e"))
+    assert h["state"] == "active" and h["worker"] == "w1" and h["token"] == got[0].token
+    assert float(h["started_at"]) >= float(h["enqueued_at"]) > time.time() - 60
+
+
+def test_add_dedups_by_id_and_generates_ids(call: Any, redis_client: redis.Redis) -> None:
+    first = P.parse_add(call(P.add_call(K, [spec("same"), spec(""), spec("")])))
+    again = P.parse_add(call(P.add_call(K, [spec("same", name="other")])))
+    assert first[0] == ("same", True) and again == [("same", False)]
+    assert first[1][0] != first[2][0]
+    assert redis_client.hget(K.job("same"), "name") == "t"
+    assert redis_client.zcard(K.wait) == 3
+
+
+def test_fetch_takes_at_most_n_and_respects_pause(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec() for _ in range(5)]))
+    redis_client.hset(K.meta, "paused", "1")
+    assert fetch(call) == []
+    redis_client.hdel(K.meta, "paused")
+    assert len(fetch(call, n=3)) == 3
+    assert redis_client.zcard(K.wait) == 2
+    assert redis_client.llen(K.marker) == 1  # others are told jobs remain
+
+
+def test_delayed_job_is_promoted_when_due(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("later", delay_ms=300)]))
+    left = call(P.promote_call(K))
+    assert 200 <= left <= 300 and fetch(call) == []
+    time.sleep(0.32)
+    assert call(P.promote_call(K)) == -1
+    assert [g.id for g in fetch(call)] == ["later"]
+
+
+def test_complete_checks_the_token_and_is_idempotent(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a"), spec("b")]))
+    a, b = fetch(call)
+    codes = call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, '{"ok":1}'), (b.id, "stolen", "null"),
+                                                  ("nope", "x", "null")]))
+    assert codes == [1, -1, -2]
+    assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, '{"ok":1}')])) == [0]
+    h = redis_client.hgetall(K.job("a"))
+    assert h["state"] == "completed" and h["returnvalue"] == '{"ok":1}' and h["attempts_made"] == "1"
+    assert h["log"].count(",completed,w1;") == 1
+    assert redis_client.zcard(K.completed) == 1 and redis_client.zscore(K.active, "b") is not None
+    ev = redis_client.xrange(K.events)
+    assert [e[1]["event"] for e in ev] == ["completed"]
+
+
+def test_complete_trims_completed_jobs_to_keep_count(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec(f"j{i}") for i in range(5)]))
+    got = fetch(call)
+    call(P.complete_call(K, 100, 2, -1, [(g.id, g.token, "null") for g in got]))
+    assert redis_client.zrange(K.completed, 0, -1) == ["j3", "j4"]
+    assert not redis_client.exists(K.job("j0")) and redis_client.exists(K.job("j4"))
+
+
+def test_fail_retries_delays_then_dead(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a", attempts=3)]))
+    (a,) = fetch(call)
+    assert call(P.fail_call(K, 100, [(a.id, a.token, "E: one", "tb1", 0)])) == [1]
+    (a,) = fetch(call)
+    assert a.attempts_made == 1
+    assert call(P.fail_call(K, 100, [(a.id, a.token, "E: two", "tb2", 200)])) == [2]
+    assert redis_client.zscore(K.delayed, "a") is not None and fetch(call) == []
+    time.sleep(0.22)
+    call(P.promote_call(K))
+    (a,) = fetch(call)
+    assert call(P.fail_call(K, 100, [(a.id, a.token, "E: three", "tb3", 0)])) == [3]
+    assert call(P.fail_call(K, 100, [(a.id, a.token, "E: three", "tb3", 0)])) == [0]
+    h = redis_client.hgetall(K.job("a"))
+    assert h["state"] == "dead" and h["error"] == "E: three" and h["traceback"] == "tb3"
+    assert h["attempts_made"] == "3" and h["log"].count(",failed,") == 3
+    assert redis_client.zrange(K.dead, 0, -1) == ["a"]
+    events = [e[1]["event"] for e in redis_client.xrange(K.events)]
+    assert events == ["failed", "retrying", "failed", "retrying", "failed", "dead"]
+
+
+def test_unrecoverable_failure_skips_retries(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a", attempts=5)]))
+    (a,) = fetch(call)
+    assert call(P.fail_call(K, 100, [(a.id, a.token, "Fatal", "", -1)])) == [3]
+    assert redis_client.hget(K.job("a"), "attempts_made") == "1"
+
+
+def test_extend_lock_renews_only_held_locks(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a"), spec("b")]))
+    a, b = fetch(call, lock_ms=1000)
+    before = redis_client.zscore(K.active, "a")
+    lost = call(P.extend_lock_call(K, 60000, [(a.id, a.token), (b.id, "wrong")]))
+    assert lost == ["b"]
+    assert redis_client.zscore(K.active, "a") > before + 50000  # type: ignore[operator]
+
+
+def test_recover_stalled_requeues_then_kills_and_refuses_the_old_token(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a")]))
+    (a,) = fetch(call, lock_ms=50)
+    time.sleep(0.08)
+    assert call(P.recover_stalled_call(K, 100, 1)) == [["a"], []]
+    h = redis_client.hgetall(K.job("a"))
+    assert h["state"] == "waiting" and h["stalled"] == "1" and "token" not in h and h["attempts_made"] == "0"
+    assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "null")])) == [-1]
+    (a2,) = fetch(call, lock_ms=50)
+    time.sleep(0.08)
+    assert call(P.recover_stalled_call(K, 100, 1)) == [[], ["a"]]
+    h = redis_client.hgetall(K.job("a"))
+    assert h["state"] == "dead" and "stalled 2 times" in h["error"]
+    assert h["log"].count(",stalled,w1;") == 2
+
+
+def test_release_hands_jobs_back_without_counting_an_attempt(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a")]))
+    (a,) = fetch(call)
+    assert call(P.release_call(K, 100, [(a.id, "wrong")])) == 0
+    assert call(P.release_call(K, 100, [(a.id, a.token)])) == 1
+    h = redis_client.hgetall(K.job("a"))
+    assert h["state"] == "waiting" and h["attempts_made"] == "0" and ",released," in h["log"]
+    assert redis_client.zcard(K.active) == 0 and [g.id for g in fetch(call)] == ["a"]
+
+
+def test_retry_dead_and_purge_dead(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec(f"d{i}") for i in range(3)]))
+    for g in fetch(call):
+        call(P.fail_call(K, 100, [(g.id, g.token, "E", "", -1)]))
+    assert call(P.retry_dead_call(K, 100, ["d1", "zz"])) == ["d1"]
+    assert redis_client.hget(K.job("d1"), "attempts_made") == "0"
+    assert redis_client.zrange(K.wait, 0, -1) == ["d1"]
+    assert call(P.purge_dead_call(K)) == 2
+    assert redis_client.zcard(K.dead) == 0 and not redis_client.exists(K.job("d0"))
+
+
+def test_progress_needs_the_lock(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a")]))
+    (a,) = fetch(call)
+    assert call(P.progress_call(K, 100, "a", a.token, "0.5")) == 1
+    assert call(P.progress_call(K, 100, "a", "wrong", "0.9")) == -1
+    assert redis_client.hget(K.job("a"), "progress") == "0.5"
+
+
+def test_scripts_survive_script_flush(redis_client: redis.Redis) -> None:
+    scripts = ScriptSet(redis_client)
+    redis_client.script_flush()
+    replies = run_calls(redis_client, scripts, [P.add_call(K, [spec("a")]), P.promote_call(K)])
+    assert replies == [["a", 1], -1]
