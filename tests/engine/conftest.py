@@ -57,3 +57,22 @@ def spawn_worker() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
         if p.poll() is None:
             p.kill()
         p.communicate()
+
+
+async def run_worker_until(worker: Any, cond: Callable[[], Any], timeout: float = 10.0,
+                           close_timeout: float = 5.0) -> int:
+    """Run ``worker`` until the async ``cond()`` is truthy, then close it; returns the exit code."""
+    import asyncio
+
+    task = asyncio.ensure_future(worker.run())
+    try:
+        async with asyncio.timeout(timeout):
+            while not await cond():
+                if task.done():
+                    task.result()
+                    raise AssertionError("worker stopped early")
+                await asyncio.sleep(0.01)
+    finally:
+        if not task.done():
+            await worker.close(close_timeout)
+    return int(await task)

@@ -1,0 +1,297 @@
+"""The Worker in-process against the session's Redis: the job lifecycle through the API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from conftest import run_worker_until
+from qsim.engine import EXIT_CUT_OFF, EXIT_DRAINED, AsyncQueue, Backoff, Job, Worker
+from qsim.errors import UnrecoverableError
+
+pytestmark = pytest.mark.redis
+
+FAST = {"lock_duration": 1.0, "stalled_interval": 0.5, "handle_signals": False}
+
+
+def done(q: AsyncQueue, n: int, state: str = "completed") -> Any:
+    async def cond() -> bool:
+        return (await q.counts())[state] >= n
+
+    return cond
+
+
+def test_worker_runs_jobs_and_records_timestamps(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add_bulk([("double", {"n": i}) for i in range(30)])
+
+        async def handler(job: Job) -> dict[str, int]:
+            return {"n": job.data["n"] * 2}
+
+        w = Worker("q", handler, redis=redis_url, concurrency=5, **FAST)
+        assert await run_worker_until(w, done(q, 30)) == EXIT_DRAINED
+        recs = await q.job_records()
+        assert len(recs) == 30
+        for r in recs:
+            assert r.state == "completed" and r.returnvalue == {"n": r.data["n"] * 2}
+            assert r.enqueued_at <= r.started_at <= r.finished_at  # type: ignore[operator]
+            assert [a.outcome for a in r.attempts] == ["completed"] and r.attempts[0].worker == w.id
+            assert r.attempts[0].start == r.started_at and r.attempts[0].end == r.finished_at
+        assert (await q.counts())["active"] == 0
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_priority_order_and_fifo_within_a_level(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        for jid, prio in [("a", 5), ("b", 1), ("c", 5), ("d", 1), ("e", 0)]:
+            await q.add("t", {}, priority=prio, job_id=jid)
+        seen: list[str] = []
+
+        async def handler(job: Job) -> None:
+            seen.append(job.id)
+
+        w = Worker(["q"], handler, redis=redis_url, concurrency=1, **FAST)
+        await run_worker_until(w, done(q, 5))
+        assert seen == ["e", "b", "d", "a", "c"]
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_idle_worker_picks_up_within_milliseconds_and_delayed_on_time(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+
+        async def handler(job: Job) -> None:
+            return None
+
+        w = Worker("q", handler, redis=redis_url, concurrency=2, **FAST)
+        task = asyncio.ensure_future(w.run())
+        await asyncio.sleep(0.2)  # the worker is idle, blocked on Redis
+        for i in range(20):
+            await q.add("t", {}, job_id=f"p{i}")
+            await asyncio.sleep(0.02)
+        await q.add("t", {}, job_id="late", delay=0.3)
+        async with asyncio.timeout(5):
+            while (await q.counts())["completed"] < 21:
+                await asyncio.sleep(0.01)
+        assert await w.close() == EXIT_DRAINED
+        await task
+        waits = [(r.started_at - r.enqueued_at) for r in await q.job_records() if r.id != "late"]  # type: ignore[operator]
+        assert statistics.median(waits) < 0.005 and max(waits) < 0.05, waits
+        late = await q.get_job("late")
+        assert 0.3 <= late.started_at - late.enqueued_at < 0.4  # type: ignore[operator]
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_retries_follow_the_backoff_then_dead_letter(redis_url: str, redis_client: redis.Redis) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("flaky", {"k": 1}, attempts=3, backoff=Backoff.exponential(0.2), job_id="f")
+        calls: dict[str, int] = {}
+
+        async def handler(job: Job) -> None:
+            calls[str(job.attempt)] = calls.get(str(job.attempt), 0) + 1
+            raise RuntimeError(f"attempt {job.attempt} broke")
+
+        w = Worker("q", handler, redis=redis_url, concurrency=2, **FAST)
+        seen: list[str] = []
+        for ev in ("failed", "retrying", "dead"):
+            w.on(ev, lambda job, exc, ev=ev: seen.append(ev))
+        await run_worker_until(w, done(q, 1, "dead"))
+        assert calls == {"1": 1, "2": 1, "3": 1}
+        assert seen == ["failed", "retrying", "failed", "retrying", "failed", "dead"]
+        (dead,) = await q.dead()
+        assert dead.id == "f" and dead.error == "RuntimeError: attempt 3 broke"
+        assert "raise RuntimeError" in dead.traceback and dead.attempts_made == 3  # type: ignore[operator]
+        a = dead.attempts
+        assert [x.outcome for x in a] == ["failed"] * 3
+        gap1, gap2 = a[1].start - a[0].end, a[2].start - a[1].end
+        assert 0.2 <= gap1 < 0.3 and 0.4 <= gap2 < 0.5, (gap1, gap2)
+        assert dead.finished_at == a[2].end
+        events = [e["event"] for e in await q.events()]
+        assert events == ["failed", "retrying", "failed", "retrying", "failed", "dead"]
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_retry_from_the_dead_letter_queue(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("t", {}, job_id="x")
+        broken = [True]
+
+        async def handler(job: Job) -> str:
+            if broken[0]:
+                raise ValueError("not yet")
+            return "ok"
+
+        w = Worker("q", handler, redis=redis_url, **FAST)
+        await run_worker_until(w, done(q, 1, "dead"))
+        broken[0] = False
+        assert await q.retry_dead("x") == ["x"]
+        w = Worker("q", handler, redis=redis_url, **FAST)
+        await run_worker_until(w, done(q, 1))
+        job = await q.get_job("x")
+        assert job.state == "completed" and job.returnvalue == "ok"
+        assert [a.outcome for a in job.attempts] == ["failed", "completed"]
+        assert await q.retry_dead(all_jobs=True) == [] and await q.purge_dead() == 0
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_timeout_cancels_the_attempt_and_unrecoverable_skips_retries(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("slow", {}, timeout=0.2, attempts=2, job_id="slow")
+        await q.add("fatal", {}, attempts=5, job_id="fatal")
+        cancelled: list[str] = []
+
+        async def handler(job: Job) -> None:
+            if job.name == "fatal":
+                raise UnrecoverableError("no point retrying")
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.append(job.id)
+                raise
+
+        w = Worker("q", handler, redis=redis_url, concurrency=3, **FAST)
+        t0 = time.monotonic()
+        await run_worker_until(w, done(q, 2, "dead"))
+        assert time.monotonic() - t0 < 2.0
+        slow, fatal = await q.get_job("slow"), await q.get_job("fatal")
+        assert slow.error == "TimeoutError: attempt timed out after 0.2 s" and slow.attempts_made == 2
+        assert cancelled == ["slow", "slow"]
+        assert all(0.19 <= a.end - a.start < 0.35 for a in slow.attempts)
+        assert fatal.attempts_made == 1 and fatal.error == "UnrecoverableError: no point retrying"
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_corrupt_job_goes_to_the_dlq_and_the_worker_keeps_going(redis_url: str, redis_client: redis.Redis) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("t", {}, job_id="bad")
+        await q.add("t", {}, job_id="good")
+        redis_client.hset(q.keys.job("bad"), "data", "{not json")
+
+        async def handler(job: Job) -> int:
+            return 1
+
+        w = Worker("q", handler, redis=redis_url, **FAST)
+        await run_worker_until(w, done(q, 1))
+        await asyncio.sleep(0.05)
+        bad = await q.get_job("bad")
+        assert bad.state == "dead" and bad.error.startswith("PayloadError: job data is not valid JSON")  # type: ignore[union-attr]
+        assert bad.data_error is not None
+        assert (await q.get_job("good")).state == "completed"
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_sensitive_fields_are_redacted_in_events_errors_and_dlq(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url, redact=("password", "token"))
+        await q.add("login", {"user": "bob", "password": "hunter2"}, job_id="x")
+
+        async def handler(job: Job) -> None:
+            await job.progress({"step": 1, "token": "abc123"})
+            raise PermissionError(f"bad password {job.data['password']} for {job.data['user']}")
+
+        w = Worker("q", handler, redis=redis_url, redact=("password", "token"), **FAST)
+        progress: list[Any] = []
+        w.on("progress", lambda job, v: progress.append(v))
+        await run_worker_until(w, done(q, 1, "dead"))
+        (dead,) = await q.dead()
+        assert dead.data == {"user": "bob", "password": "***"}
+        assert dead.error == "PermissionError: bad password *** for bob"
+        assert "hunter2" not in (dead.traceback or "") and "hunter2" not in json.dumps(await q.events())
+        ev = [e for e in await q.events() if e["event"] == "progress"]
+        assert json.loads(ev[0]["progress"]) == {"step": 1, "token": "***"}
+        assert progress == [{"step": 1, "token": "abc123"}]  # the handler's own callback sees its value
+        assert (await q.get_job("x")).data["password"] == "hunter2"  # stored as given
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_close_hands_cut_off_jobs_back_at_once(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add_bulk([("long", {}, {"job_id": "l1"}), ("long", {}, {"job_id": "l2"}),
+                          ("short", {}, {"job_id": "s1"})])
+
+        async def handler(job: Job) -> None:
+            await asyncio.sleep(10 if job.name == "long" else 0.1)
+
+        w = Worker("q", handler, redis=redis_url, concurrency=3, shutdown_grace=0.5, **FAST)
+        task = asyncio.ensure_future(w.run())
+        async with asyncio.timeout(5):
+            while (await q.counts())["active"] < 3:
+                await asyncio.sleep(0.01)
+        t0 = time.monotonic()
+        code = await w.close()
+        assert code == EXIT_CUT_OFF and await task == EXIT_CUT_OFF
+        assert time.monotonic() - t0 < 1.5
+        c = await q.counts()
+        assert c["waiting"] == 2 and c["active"] == 0 and c["completed"] == 1
+        for jid in ("l1", "l2"):
+            j = await q.get_job(jid)
+            assert j.state == "waiting" and j.attempts_made == 0
+            assert [a.outcome for a in j.attempts] == ["released"]
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_worker_config_is_validated() -> None:
+    async def h(job: Job) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="concurrency must be an int >= 1, got 0"):
+        Worker("q", h, concurrency=0)
+    with pytest.raises(ValueError, match="lock_duration must be > 0 seconds, got -1"):
+        Worker("q", h, lock_duration=-1)
+    with pytest.raises(ValueError, match="several queues"):
+        Worker(["a", "b"], h)
+    with pytest.raises(ValueError, match="event must be one of"):
+        Worker("q", h).on("finished", print)
+
+
+def test_retention_trims_completed_jobs(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.set_retention(keep_count=5)
+        await q.add_bulk([("t", {}) for _ in range(20)])
+
+        async def handler(job: Job) -> None:
+            return None
+
+        w = Worker("q", handler, redis=redis_url, **FAST)
+
+        async def drained() -> bool:
+            c = await q.counts()
+            return c["waiting"] == 0 and c["active"] == 0
+
+        await run_worker_until(w, drained)
+        assert (await q.counts())["completed"] == 5 and len(await q.job_records()) == 5
+        await q.close()
+
+    asyncio.run(main())
