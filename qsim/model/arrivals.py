@@ -1,0 +1,127 @@
+"""Arrivals: every job of a run is drawn before it starts, then fed in on time.
+
+Randomness comes in independent streams, one per (job type, purpose), keyed by
+the job type's *name* (not its position), so adding, removing or reordering a
+job type never changes the draws of the others::
+
+    rng = stream(seed, "cut", "arrival")   # numpy Generator, the same for the same seed
+
+:func:`draw_jobs` draws each type's arrival times in ``[0, duration)`` from its
+``"arrival"`` stream and, in one vectorised call, the service time of each of
+its jobs' first attempts from its ``"service"`` stream (the k-th job of a type
+always gets the k-th sample). The types are merged in time order (ties: the
+type listed first), and ``max_jobs`` keeps the earliest ``max_jobs``.
+
+Tests and notebooks can call :func:`draw_jobs` to get exactly the samples a run
+uses (e.g. to feed an independent reference). Later mechanisms take their own
+purposes from :data:`PURPOSES` (append, never reorder).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from qsim.scenario import Scenario
+
+__all__ = ["PURPOSES", "JobDraws", "stream", "draw_jobs", "ArrivalFeed"]
+
+#: Stream purposes; a stream is keyed by (job type name, purpose index).
+PURPOSES = ("arrival", "service", "failure", "backoff", "retry_service")
+
+
+def stream(seed: int, job_name: str, purpose: str) -> np.random.Generator:
+    """The random stream of one job type for one purpose (see :data:`PURPOSES`)."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose must be one of {PURPOSES}, got {purpose!r}")
+    key = (zlib.crc32(job_name.encode("utf-8")), PURPOSES.index(purpose))
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
+
+
+@dataclass(frozen=True)
+class JobDraws:
+    """The jobs of one run, in arrival order (parallel arrays)."""
+
+    time: np.ndarray  # float64, sorted arrival times in [0, duration)
+    type: np.ndarray  # int64, index into scenario.jobs
+    service: np.ndarray  # float64, service time of the first attempt
+
+    def __len__(self) -> int:
+        return int(self.time.size)
+
+
+def draw_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None) -> JobDraws:
+    """Draw every job of a run: arrival times, types and first-attempt service times."""
+    seed = scenario.seed if seed is None else seed
+    if max_jobs is not None and max_jobs < 0:
+        raise ValueError(f"max_jobs must be >= 0, got {max_jobs}")
+    times, types, services = [], [], []
+    for k, job in enumerate(scenario.jobs):
+        if job.arrival is None:
+            continue
+        t = np.asarray(job.arrival.times(stream(seed, job.name, "arrival"), scenario.duration), dtype=float)
+        times.append(t)
+        types.append(np.full(t.size, k, dtype=np.int64))
+        services.append(np.asarray(job.service.sample(stream(seed, job.name, "service"), t.size), dtype=float))
+    if not times:
+        empty = np.zeros(0)
+        return JobDraws(empty, np.zeros(0, dtype=np.int64), empty)
+    t, k, s = np.concatenate(times), np.concatenate(types), np.concatenate(services)
+    order = np.lexsort((k, t))  # by time, then by type index; stable within a type
+    if max_jobs is not None:
+        order = order[:max_jobs]
+    return JobDraws(time=t[order], type=k[order], service=s[order])
+
+
+def exact_delay(now: float, at: float) -> float:
+    """A delay ``d`` with ``now + d == at`` in floating point, so events fire at the drawn times."""
+    d = at - now
+    while now + d < at:
+        d = math.nextafter(d, math.inf)
+    while now + d > at:
+        d = math.nextafter(d, -math.inf)
+    return d
+
+
+class ArrivalFeed:
+    """Feeds drawn arrivals into the simulation, one timeout event per distinct time.
+
+    ``on_arrival(i)`` is called at time ``times[i]`` exactly, for each job in
+    order; simultaneous arrivals (bursts) are handled by one event.
+    """
+
+    def __init__(self, env: simpy.Environment, times: np.ndarray, on_arrival: Callable[[int], None]) -> None:
+        self.env = env
+        self.times = times.tolist()
+        self.on_arrival = on_arrival
+        self.next = 0
+
+    def start(self) -> None:
+        """Schedule the first arrival (nothing when there are no jobs)."""
+        if self.times:
+            self._schedule(self.times[0])
+
+    def _schedule(self, at: float) -> None:
+        now = self.env.now
+        d = at - now
+        if now + d != at:
+            d = exact_delay(now, at)
+        simpy.events.Timeout(self.env, d).callbacks.append(self._fire)
+
+    def _fire(self, _event: simpy.events.Event) -> None:
+        times, i, n = self.times, self.next, len(self.times)
+        now = times[i]
+        on_arrival = self.on_arrival
+        while True:
+            on_arrival(i)
+            i += 1
+            if i >= n or times[i] != now:
+                break
+        self.next = i
+        if i < n:
+            self._schedule(times[i])

@@ -1,0 +1,150 @@
+"""Dispatch: which free slot takes which waiting job, and when.
+
+A pool has ``workers`` processes of ``concurrency`` slots each. Its free slots
+wait in a FIFO (the slot idle longest takes the next job, as Redis serves the
+longest-blocked fetch first); at the start they are ordered so that jobs spread
+over the workers (slot 0 of every worker, then slot 1, ...).
+
+Dispatch is greedy and instantaneous: whenever something changes (a job is
+enqueued, a slot frees, a queue reopens) every free slot that can start a job
+starts one at the same simulated time, so at rest no pool has both a free slot
+and a startable job. When a pool has a free slot, its policy picks the queue:
+
+- ``priority``: the best head over all its open, non-empty queues (lowest
+  priority number, then earliest enqueued);
+- ``ordered``: the first listed open, non-empty queue;
+- ``wrr``: smooth weighted round-robin (nginx's algorithm) over the open,
+  non-empty queues: each adds its weight to its current value, the largest
+  wins and gives back the total. One state per pool (the engine keeps one per
+  process; the long-run shares are the same).
+
+When several pools could take a job, the one whose head slot has been idle
+longest fills first.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from heapq import heappop
+
+from qsim.model.queues import Queues
+from qsim.scenario import PoolSpec
+
+__all__ = ["Pool", "Dispatcher", "make_picker"]
+
+Picker = Callable[[], int]
+
+
+def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues) -> Picker:
+    """A function returning the queue a free slot of the pool takes from next, or -1 for none."""
+    heaps, open_ = q.heaps, q.open  # mutated in place, never rebound
+    qs = tuple(queues)
+    if len(qs) == 1:
+        only, heap = qs[0], heaps[qs[0]]
+
+        def pick_only() -> int:
+            return only if heap and open_[only] else -1
+        return pick_only
+    if policy == "priority":
+        def pick_priority() -> int:
+            best, head = -1, None
+            for i in qs:
+                h = heaps[i]
+                if h and open_[i] and (head is None or h[0] < head):
+                    best, head = i, h[0]
+            return best
+        return pick_priority
+    if policy == "ordered":
+        def pick_ordered() -> int:
+            for i in qs:
+                if heaps[i] and open_[i]:
+                    return i
+            return -1
+        return pick_ordered
+    if policy == "wrr":
+        w = [float(x) for x in weights]
+        current = [0.0] * len(qs)
+        pairs = tuple(enumerate(qs))
+
+        def pick_wrr() -> int:
+            total, best = 0.0, -1
+            for k, i in pairs:
+                if heaps[i] and open_[i]:
+                    current[k] += w[k]
+                    total += w[k]
+                    if best < 0 or current[k] > current[best]:
+                        best = k
+            if best < 0:
+                return -1
+            current[best] -= total
+            return qs[best]
+        return pick_wrr
+    raise ValueError(f"policy must be one of priority, ordered, wrr, got {policy!r}")
+
+
+class Pool:
+    """One pool's slots and policy during a run."""
+
+    def __init__(self, index: int, spec: PoolSpec, queues: Sequence[int], first_slot: int,
+                 first_worker: int, picker: Picker) -> None:
+        self.index = index
+        self.spec = spec
+        self.queues = tuple(queues)
+        self.workers = list(range(first_worker, first_worker + spec.workers))
+        # slot s of worker w has id first_slot + w * concurrency + s
+        self.slots = list(range(first_slot, first_slot + spec.slots))
+        self.free: deque[int] = deque(
+            first_slot + w * spec.concurrency + s for s in range(spec.concurrency) for w in range(spec.workers))
+        self.pick = picker
+
+    def slot_worker(self, slot: int) -> int:
+        """The worker (global index) a slot belongs to."""
+        return self.workers[0] + (slot - self.slots[0]) // self.spec.concurrency
+
+
+class Dispatcher:
+    """Matches free slots with waiting jobs; ``start(job, queue, slot)`` runs a match."""
+
+    def __init__(self, pools: Sequence[Pool], queues: Queues, n_slots: int,
+                 start: Callable[[int, int, int], None]) -> None:
+        self.pools = list(pools)
+        self.queues = queues
+        self.start = start
+        self.pools_of: list[list[Pool]] = [[] for _ in queues.heaps]
+        for p in self.pools:
+            for q in p.queues:
+                self.pools_of[q].append(p)
+        self.pool_of_slot: list[Pool] = [self.pools[0]] * n_slots if self.pools else []
+        for p in self.pools:
+            for s in p.slots:
+                self.pool_of_slot[s] = p
+        self.idle_since = [0.0] * n_slots
+
+    def fill(self, pool: Pool) -> None:
+        """Start jobs on the pool's free slots while its policy finds one."""
+        free, pick, heaps, start = pool.free, pool.pick, self.queues.heaps, self.start
+        while free:
+            q = pick()
+            if q < 0:
+                return
+            start(heappop(heaps[q])[2], q, free.popleft())
+
+    def offer(self, q: int) -> None:
+        """Queue ``q`` may have a startable job: let the pools that serve it and have a free slot take it."""
+        pools = self.pools_of[q]
+        if len(pools) == 1:
+            if pools[0].free:
+                self.fill(pools[0])
+            return
+        idle = self.idle_since
+        ready = sorted((p for p in pools if p.free), key=lambda p: idle[p.free[0]])
+        for p in ready:
+            self.fill(p)
+
+    def release(self, slot: int, now: float) -> None:
+        """A slot has finished its job: it joins its pool's free slots and takes the next job."""
+        pool = self.pool_of_slot[slot]
+        pool.free.append(slot)
+        self.idle_since[slot] = now
+        self.fill(pool)

@@ -1,0 +1,102 @@
+"""The central per-job state of a run: one columnar table, indexed by job number.
+
+Every mechanism reads and writes jobs through this table (no Python object
+per job), and :meth:`JobTable.frame` turns it into the ``jobs`` table of
+:mod:`qsim.records` at the end. Job numbers are positions: ``0 .. n-1`` for the
+drawn arrivals in arrival order; :meth:`JobTable.add` appends more (children
+of fan-out and flows).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from qsim.records import jobs_frame
+
+__all__ = ["JobTable", "UNFINISHED", "COMPLETED", "DEAD", "LOST", "OUTCOME_NAMES"]
+
+UNFINISHED, COMPLETED, DEAD, LOST = 0, 1, 2, 3
+OUTCOME_NAMES = ("unfinished", "completed", "dead", "lost")
+
+
+class JobTable:
+    """Columns of every job of a run (``array``/list columns, cheap to set one cell)."""
+
+    def __init__(self, *, type_: np.ndarray, queue: np.ndarray, priority: np.ndarray,
+                 enqueued: np.ndarray, service: np.ndarray) -> None:
+        n = int(len(type_))
+        self.n = n
+        self.type: list[int] = np.asarray(type_, dtype=np.int64).tolist()
+        self.queue: list[int] = np.asarray(queue, dtype=np.int64).tolist()
+        self.priority: list[int] = np.asarray(priority, dtype=np.int64).tolist()
+        self.enqueued = array("d", np.asarray(enqueued, dtype=float).tobytes())
+        self.service: list[float] = np.asarray(service, dtype=float).tolist()  # next attempt's service time
+        self.started = array("d", [math.nan]) * n  # first attempt
+        self.finished = array("d", [math.nan]) * n  # final attempt
+        self.attempts = array("q", [0]) * n
+        self.failed_attempts = array("q", [0]) * n
+        self.stalled = array("q", [0]) * n
+        self.worker = array("q", [-1]) * n  # worker (process) of the last attempt
+        self.outcome = array("b", [UNFINISHED]) * n
+        self.parent = array("q", [-1]) * n
+
+    def add(self, *, type_: int, queue: int, priority: int, enqueued: float, service: float,
+            parent: int = -1) -> int:
+        """Append one job (e.g. a child); returns its number."""
+        self.type.append(type_)
+        self.queue.append(queue)
+        self.priority.append(priority)
+        self.enqueued.append(enqueued)
+        self.service.append(service)
+        self.started.append(math.nan)
+        self.finished.append(math.nan)
+        self.attempts.append(0)
+        self.failed_attempts.append(0)
+        self.stalled.append(0)
+        self.worker.append(-1)
+        self.outcome.append(UNFINISHED)
+        self.parent.append(parent)
+        self.n += 1
+        return self.n - 1
+
+    def frame(self, *, type_names: Sequence[str], queue_names: Sequence[str],
+              worker_names: Sequence[str]) -> pd.DataFrame:
+        """The jobs table of :mod:`qsim.records` (job ids are ``"j<number>"``)."""
+        n = self.n
+        ids = np.array([f"j{i}" for i in range(n)], dtype=object)
+        workers = np.asarray(list(worker_names) + [""], dtype=object)  # -1 -> ""
+        worker = np.frombuffer(self.worker, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+        parent = np.frombuffer(self.parent, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+        parent_ids = np.full(n, "", dtype=object)
+        has_parent = parent >= 0
+        if has_parent.any():
+            parent_ids[has_parent] = ids[parent[has_parent]]
+        return jobs_frame({
+            "job_id": ids,
+            "type": np.asarray(type_names, dtype=object)[np.asarray(self.type, dtype=np.int64)],
+            "queue": np.asarray(queue_names, dtype=object)[np.asarray(self.queue, dtype=np.int64)],
+            "priority": np.asarray(self.priority, dtype=np.int64),
+            "enqueued": _floats(self.enqueued),
+            "started": _floats(self.started),
+            "finished": _floats(self.finished),
+            "attempts": _ints(self.attempts),
+            "failed_attempts": _ints(self.failed_attempts),
+            "stalled": _ints(self.stalled),
+            "worker": workers[worker],
+            "outcome": np.asarray(OUTCOME_NAMES, dtype=object)[np.frombuffer(self.outcome, dtype=np.int8)]
+            if n else np.zeros(0, dtype=object),
+            "parent": parent_ids,
+        })
+
+
+def _floats(a: array) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.float64).copy() if len(a) else np.zeros(0)
+
+
+def _ints(a: array) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)

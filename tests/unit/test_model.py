@@ -1,0 +1,349 @@
+"""The SimPy model core: API, reproducibility, records, limits, an exact FCFS reference.
+
+The statistical checks against closed forms are in test_model_theory.py.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qsim.errors import NotSupportedError
+from qsim.model import ModelResult, draw_jobs, simulate, stream
+from qsim.records import JOB_COLUMNS
+from qsim.scenario import Scenario
+
+
+def scenario(*, jobs: list[dict[str, Any]] | None = None, pools: list[dict[str, Any]] | None = None,
+             queues: list[dict[str, Any]] | None = None, **top: Any) -> Scenario:
+    """A small scenario: by default M/M/2 at rho = 0.75 on one queue."""
+    raw: dict[str, Any] = {
+        "name": "t", "seed": 3, "duration": 200.0,
+        "queues": queues or [{"name": "q"}],
+        "jobs": jobs or [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 3.0},
+                          "service": {"kind": "exponential", "mean": 0.5}}],
+        "pools": pools or [{"name": "p", "queues": ["q"], "workers": 2, "concurrency": 1}],
+    }
+    raw.update(top)
+    return Scenario.from_dict(raw)
+
+
+def fcfs_reference(arrivals: np.ndarray, services: np.ndarray, servers: int) -> tuple[np.ndarray, np.ndarray]:
+    """FCFS G/G/c by hand: a heap of the times the servers become free."""
+    free = [0.0] * servers
+    starts, ends = np.empty(arrivals.size), np.empty(arrivals.size)
+    for i, (a, s) in enumerate(zip(arrivals.tolist(), services.tolist())):
+        start = max(a, heapq.heappop(free))
+        starts[i], ends[i] = start, start + s
+        heapq.heappush(free, start + s)
+    return starts, ends
+
+
+# --------------------------------------------------------------------------- API and records
+
+
+def test_result_has_records_timeseries_and_summary() -> None:
+    # Given a plain M/M/2 scenario / When it is simulated
+    r = simulate(scenario())
+    # Then the result carries the jobs table, the time series and the Summary
+    assert isinstance(r, ModelResult)
+    assert list(r.jobs.columns) == list(JOB_COLUMNS)
+    assert r.jobs is r.records.jobs
+    assert list(r.timeseries.columns) == ["time", "queue", "waiting", "active"]
+    assert r.records.slots == ((0.0, 2),)
+    assert r.summary["source"] == "model" and r.summary["seed"] == 3 and r.summary["scenario"] == "t"
+    # every job drained after the arrivals stopped
+    assert (r.jobs["outcome"] == "completed").all()
+    assert r.summary["jobs"]["unfinished"] == 0 and r.summary["jobs"]["lost"] == 0
+    assert r.jobs["enqueued"].max() < 200.0 < r.jobs["finished"].max() + 50
+    assert (r.jobs["started"] >= r.jobs["enqueued"]).all()
+    assert (r.jobs["finished"] >= r.jobs["started"]).all()
+    assert set(r.jobs["worker"]) == {"p-0", "p-1"}
+    assert r.jobs["job_id"].is_unique
+    assert (r.jobs["attempts"] == 1).all()
+
+
+def test_same_seed_same_records_other_seed_other_records() -> None:
+    s = scenario()
+    a, b = simulate(s), simulate(s)
+    pd.testing.assert_frame_equal(a.jobs, b.jobs)
+    pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
+    assert a.summary == b.summary
+    c = simulate(s, seed=4)
+    assert c.seed == 4 and c.summary["seed"] == 4
+    assert len(c.jobs) != len(a.jobs) or not np.array_equal(c.jobs["enqueued"], a.jobs["enqueued"])
+    # seed=None means the scenario's seed
+    pd.testing.assert_frame_equal(simulate(s, seed=3).jobs, a.jobs)
+
+
+def test_adding_a_job_type_does_not_reshuffle_the_others() -> None:
+    # Given a scenario, and the same with one more job type listed first on its own queue and pool
+    one = scenario()
+    two = scenario(
+        queues=[{"name": "other"}, {"name": "q"}],
+        jobs=[{"name": "new", "queue": "other", "arrival": {"kind": "poisson", "rate": 1.0},
+               "service": {"kind": "constant", "mean": 0.1}},
+              {"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 3.0},
+               "service": {"kind": "exponential", "mean": 0.5}}],
+        pools=[{"name": "o", "queues": ["other"]}, {"name": "p", "queues": ["q"], "workers": 2}],
+    )
+    # Then job type "a" gets the same arrivals and service times, so the same waits
+    ja = simulate(one).jobs
+    jb = simulate(two).jobs
+    jb = jb[jb["type"] == "a"].reset_index(drop=True)
+    for col in ("enqueued", "started", "finished", "worker"):
+        assert ja[col].tolist() == jb[col].tolist()
+
+
+def test_draws_come_from_the_documented_streams() -> None:
+    s = scenario()
+    d = draw_jobs(s, seed=9)
+    t = s.job("a").arrival.times(stream(9, "a", "arrival"), s.duration)  # type: ignore[union-attr]
+    sv = s.job("a").service.sample(stream(9, "a", "service"), t.size)
+    assert np.array_equal(d.time, t) and np.array_equal(d.service, sv)
+    with pytest.raises(ValueError, match="purpose"):
+        stream(1, "a", "nope")
+
+
+def test_max_jobs_keeps_the_earliest_arrivals_over_all_types() -> None:
+    s = scenario(jobs=[
+        {"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 3.0}, "service": {"kind": "constant", "mean": 0.1}},
+        {"name": "b", "queue": "q", "arrival": {"kind": "poisson", "rate": 1.0}, "service": {"kind": "constant", "mean": 0.1}},
+    ])
+    full = simulate(s).jobs
+    r = simulate(s, max_jobs=50)
+    assert len(r.jobs) == 50 and r.summary["jobs"]["arrived"] == 50
+    assert sorted(r.jobs["enqueued"]) == sorted(full["enqueued"])[:50]
+    assert set(r.jobs["type"]) == {"a", "b"}
+    assert len(simulate(s, max_jobs=10**9).jobs) == len(full)
+    empty = simulate(s, max_jobs=0)
+    assert len(empty.jobs) == 0 and empty.summary["jobs"]["arrived"] == 0
+    with pytest.raises(ValueError, match="max_jobs"):
+        simulate(s, max_jobs=-1)
+    with pytest.raises(ValueError, match="seed"):
+        simulate(s, seed=-1)
+
+
+def test_warmup_leaves_early_jobs_out_of_the_summary() -> None:
+    s = scenario(warmup=50.0)
+    r = simulate(s)
+    late = r.jobs[r.jobs["enqueued"] >= 50.0]
+    assert r.summary["jobs"]["arrived"] == len(late) < len(r.jobs)
+    assert r.summary["wait"]["mean"] == pytest.approx((late["started"] - late["enqueued"]).mean())
+
+
+def test_progress_is_reported_up_to_one() -> None:
+    seen: list[float] = []
+    simulate(scenario(), progress=seen.append)
+    assert len(seen) >= 50 and seen[-1] == 1.0
+    assert all(0 <= x <= 1 for x in seen) and seen == sorted(seen)
+
+
+# --------------------------------------------------------------------------- exact FCFS reference
+
+
+@pytest.mark.parametrize("service", [
+    {"kind": "exponential", "mean": 1.0},
+    {"kind": "lognormal", "mean": 1.0, "cv": 2.0},
+    {"kind": "constant", "mean": 0.9},
+])
+def test_fcfs_agrees_job_by_job_with_a_heap_reference(service: dict[str, Any]) -> None:
+    # Given an FCFS M/G/c run (one queue, one priority) and the samples it draws
+    s = scenario(duration=2000.0, seed=11,
+                 jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 8.5}, "service": service}],
+                 pools=[{"name": "p", "queues": ["q"], "workers": 5, "concurrency": 2}])
+    d = draw_jobs(s)
+    # When the model runs and the reference is fed the same samples
+    jobs = simulate(s).jobs
+    starts, ends = fcfs_reference(d.time, d.service, servers=10)
+    # Then every job starts and finishes at exactly the same time
+    assert len(jobs) == len(d) > 15000
+    assert np.array_equal(jobs["enqueued"].to_numpy(), d.time)
+    assert np.array_equal(jobs["started"].to_numpy(), starts)
+    assert np.array_equal(jobs["finished"].to_numpy(), ends)
+    assert (jobs["started"] > jobs["enqueued"]).mean() > 0.2  # queueing happened
+
+
+@settings(max_examples=25, deadline=None)
+@given(workers=st.integers(1, 4), concurrency=st.integers(1, 3), rho=st.floats(0.3, 1.3),
+       seed=st.integers(0, 2**32), burst=st.integers(1, 4))
+def test_fcfs_matches_reference_over_parameters(workers: int, concurrency: int, rho: float, seed: int,
+                                                burst: int) -> None:
+    c = workers * concurrency
+    s = scenario(duration=60.0, seed=seed,
+                 jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "burst", "rate": rho * c, "size": burst}
+                        if burst > 1 else {"kind": "poisson", "rate": rho * c},
+                        "service": {"kind": "gamma", "mean": 1.0, "cv": 1.5}}],
+                 pools=[{"name": "p", "queues": ["q"], "workers": workers, "concurrency": concurrency}])
+    d = draw_jobs(s)
+    jobs = simulate(s).jobs
+    starts, ends = fcfs_reference(d.time, d.service, servers=c)
+    assert np.array_equal(jobs["started"].to_numpy(), starts)
+    assert np.array_equal(jobs["finished"].to_numpy(), ends)
+
+
+# --------------------------------------------------------------------------- priorities, policies, limits
+
+
+def test_priority_is_lower_first_and_fifo_within_a_level() -> None:
+    # Given one slot, busy at first, and a burst of jobs of two priorities arriving together
+    s = scenario(
+        duration=1.0,
+        jobs=[{"name": "blocker", "queue": "q", "priority": 5, "arrival": {"kind": "burst", "rate": 1.0, "size": 1},
+               "service": {"kind": "constant", "mean": 1.0}},
+              {"name": "lo", "queue": "q", "priority": 2, "arrival": {"kind": "burst", "rate": 3.0, "size": 3},
+               "service": {"kind": "constant", "mean": 1.0}},
+              {"name": "hi", "queue": "q", "priority": 1, "arrival": {"kind": "burst", "rate": 3.0, "size": 3},
+               "service": {"kind": "constant", "mean": 1.0}}],
+        pools=[{"name": "p", "queues": ["q"], "workers": 1}],
+    )
+    jobs = simulate(s).jobs.sort_values("started")
+    # Then the blocker (listed first, all arrive at 0) runs first, then every "hi" in order, then "lo"
+    assert jobs["type"].tolist() == ["blocker", "hi", "hi", "hi", "lo", "lo", "lo"]
+    assert jobs["started"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    for _, group in jobs.groupby("type"):
+        ids = group["job_id"].str[1:].astype(int).tolist()
+        assert ids == sorted(ids)  # FIFO within a level
+
+
+def _two_queue_backlog(policy: str) -> pd.DataFrame:
+    """Queues a (priority 1) and b (priority 0) both backlogged at time 0 on one slot."""
+    s = scenario(
+        duration=1.0, queues=[{"name": "a"}, {"name": "b"}],
+        jobs=[{"name": "ja", "queue": "a", "priority": 1, "arrival": {"kind": "burst", "rate": 4.0, "size": 4},
+               "service": {"kind": "constant", "mean": 1.0}},
+              {"name": "jb", "queue": "b", "priority": 0, "arrival": {"kind": "burst", "rate": 4.0, "size": 4},
+               "service": {"kind": "constant", "mean": 1.0}}],
+        pools=[{"name": "p", "queues": ["a", "b"], "policy": policy, "weights": {"a": 1, "b": 1}}],
+    )
+    return simulate(s).jobs.sort_values("started")
+
+
+def test_policies_choose_between_queues() -> None:
+    # ordered: first listed queue first, whatever the priorities (a's first job is already running)
+    assert _two_queue_backlog("ordered")["queue"].tolist() == ["a"] * 4 + ["b"] * 4
+    # priority: the first arrival (ja) starts at once, then the better priority (b) across queues
+    assert _two_queue_backlog("priority")["queue"].tolist() == ["a"] + ["b"] * 4 + ["a"] * 3
+    # wrr with equal weights: after the first job (the only candidate), nginx's smooth WRR
+    # alternates, ties going to the first listed queue
+    assert _two_queue_backlog("wrr")["queue"].tolist() == ["a", "a", "b", "a", "b", "a", "b", "b"]
+
+
+def test_concurrency_limit_is_never_exceeded_and_binds() -> None:
+    # Given two pools (8 slots) on queue "q" limited to 3 active jobs, and an unlimited queue "u"
+    s = scenario(
+        duration=300.0,
+        queues=[{"name": "q", "concurrency_limit": 3}, {"name": "u"}],
+        jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 3.5},
+               "service": {"kind": "exponential", "mean": 1.0}},
+              {"name": "b", "queue": "u", "arrival": {"kind": "poisson", "rate": 2.0},
+               "service": {"kind": "exponential", "mean": 1.0}}],
+        pools=[{"name": "p1", "queues": ["q", "u"], "workers": 2, "concurrency": 2},
+               {"name": "p2", "queues": ["u", "q"], "policy": "ordered", "workers": 4}],
+    )
+    r = simulate(s)
+    ts = r.timeseries
+    q = ts[ts["queue"] == "q"]
+    # Then on the time series "q" never has more than 3 active jobs, and often has exactly 3
+    assert q["active"].max() == 3
+    assert q["waiting"].max() > 10  # the limit, not the slots, held jobs back
+    assert (q["active"] >= 0).all() and (q["waiting"] >= 0).all()
+    # and both pools ran jobs of q
+    assert {w.split("-")[0] for w in r.jobs.loc[r.jobs["queue"] == "q", "worker"]} == {"p1", "p2"}
+    # the records agree: at no start time were more than 3 jobs of q running
+    jq = r.jobs[r.jobs["queue"] == "q"]
+    starts, ends = np.sort(jq["started"].to_numpy()), np.sort(jq["finished"].to_numpy())
+    running = np.arange(1, starts.size + 1) - np.searchsorted(ends, starts, side="right")
+    assert running.max() == 3
+    # all slots together never run more than 8 jobs
+    assert _max_total_active(ts) <= 8
+
+
+def _max_total_active(ts: pd.DataFrame) -> int:
+    wide = ts.pivot_table(index="time", columns="queue", values="active", aggfunc="last").ffill().fillna(0)
+    return int(wide.sum(axis=1).max())
+
+
+def test_timeseries_matches_the_records() -> None:
+    r = simulate(scenario(duration=100.0))
+    ts, jobs = r.timeseries, r.jobs
+    # at each recorded instant, waiting and active equal what the job table says
+    for t, w, a in ts[["time", "waiting", "active"]].sample(200, random_state=1).itertuples(index=False):
+        enq = (jobs["enqueued"] <= t).sum()
+        started = (jobs["started"] <= t).sum()
+        finished = (jobs["finished"] <= t).sum()
+        assert (w, a) == (enq - started, started - finished)
+    assert ts["time"].is_monotonic_increasing
+    assert ts.iloc[0].tolist() == [0.0, "q", 0, 0] or ts.iloc[0]["time"] == 0.0
+
+
+def test_every_arrival_and_service_kind_runs(tmp_path: Any) -> None:
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("t\n0.5\n1.0\n1.0\n7.25\n")
+    emp = tmp_path / "service.csv"
+    emp.write_text("0.1\n0.2\n0.4\n")
+    arrivals = [{"kind": "poisson", "rate": 2.0}, {"kind": "constant", "rate": 2.0},
+                {"kind": "burst", "rate": 2.0, "size": 3}, {"kind": "trace", "path": str(trace)}]
+    services = [{"kind": "constant", "mean": 0.2}, {"kind": "exponential", "mean": 0.2},
+                {"kind": "lognormal", "mean": 0.2, "cv": 1.0}, {"kind": "gamma", "mean": 0.2, "cv": 0.5},
+                {"kind": "uniform", "low": 0.1, "high": 0.3}, {"kind": "empirical", "path": str(emp)}]
+    jobs = [{"name": f"j{i}-{k}", "queue": "q", "arrival": a, "service": sv}
+            for i, a in enumerate(arrivals) for k, sv in enumerate(services)]
+    r = simulate(scenario(duration=20.0, jobs=jobs, pools=[{"name": "p", "queues": ["q"], "workers": 8}]))
+    assert (r.jobs["outcome"] == "completed").all()
+    assert set(r.jobs["type"]) == {j["name"] for j in jobs}
+    assert (r.jobs[r.jobs["type"].str.startswith("j3-")]["enqueued"].sort_values().tolist()
+            == [0.5, 0.5, 0.5, 0.5, 0.5, 0.5] + [1.0] * 12 + [7.25] * 6)
+
+
+def test_a_pool_without_workers_leaves_jobs_unfinished() -> None:
+    s = scenario(duration=10.0, pools=[{"name": "p", "queues": ["q"], "workers": 0}])
+    r = simulate(s)
+    assert len(r.jobs) > 0 and (r.jobs["outcome"] == "unfinished").all()
+    assert r.summary["jobs"]["unfinished"] == len(r.jobs)
+
+
+# --------------------------------------------------------------------------- not supported yet
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"jobs": [{"fail_prob": 0.1}]}, "jobs[0].fail_prob"),
+    ({"jobs": [{"poison_prob": 0.1}]}, "jobs[0].poison_prob"),
+    ({"jobs": [{"timeout": 5.0}]}, "jobs[0].timeout"),
+    ({"jobs": [{"fan_out": {"job": "a", "count": 2}}]}, "jobs[0].fan_out"),
+    ({"jobs": [{"flow": {"children": ["kid"]}}]}, "jobs[0].flow"),
+    ({"queues": [{"rate_limit": {"max": 5, "per": 1.0}}]}, "queues[0].rate_limit"),
+    ({"queues": [{"aging": 2.0}]}, "queues[0].aging"),
+    ({"events": [{"at": 5.0, "kind": "sigterm", "pool": "p"}]}, "events[0]"),
+    ({"engine": {"fetch_overhead": 0.001}}, "engine.fetch_overhead"),
+])
+def test_features_of_later_issues_are_refused_by_key(change: dict[str, Any], key: str) -> None:
+    raw: dict[str, Any] = {
+        "name": "later", "duration": 10.0, "queues": [{"name": "q"}],
+        "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 1.0},
+                  "service": {"kind": "constant", "mean": 0.1}},
+                 {"name": "kid", "queue": "q", "service": {"kind": "constant", "mean": 0.1}}],
+        "pools": [{"name": "p", "queues": ["q"]}],
+    }
+    for section, value in change.items():
+        if section in ("jobs", "queues"):  # merge into the first entry
+            raw[section][0].update(value[0])
+        else:
+            raw[section] = value
+    s = Scenario.from_dict(raw)
+    with pytest.raises(NotSupportedError, match="^" + re.escape(f"later: not supported yet: {key}") + "$"):
+        simulate(s)
+
+
+def test_retry_settings_without_failures_are_fine() -> None:
+    s = scenario(jobs=[{"name": "a", "queue": "q", "attempts": 5, "backoff": {"kind": "fixed", "delay": 2.0},
+                        "arrival": {"kind": "poisson", "rate": 1.0}, "service": {"kind": "constant", "mean": 0.1}}])
+    r = simulate(s)
+    assert (r.jobs["attempts"] == 1).all() and (r.jobs["outcome"] == "completed").all()
