@@ -1,0 +1,247 @@
+"""The engine's subcommands of ``qsim``: ``worker``, ``stats`` and ``dlq``.
+
+``qsim.cli`` calls :func:`register` with its subparsers; each subcommand sets
+``func(args) -> int`` (the exit code: 0 success, 1 failure such as an
+unreachable Redis, 2 bad input; ``worker`` also returns 3 when jobs were cut
+off at shutdown and handed back to the queue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import importlib
+import inspect
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from qsim.engine import EXIT_CUT_OFF, Queue, Worker
+from qsim.engine.keys import DEFAULT_PREFIX
+from qsim.errors import EngineError, JobNotFound, RedisUnavailable
+
+__all__ = ["register", "resolve_redis_url", "load_handler", "EXIT_FAILURE", "EXIT_BAD_INPUT"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def resolve_redis_url(arg: str | None) -> str:
+    """``--redis``, else ``$REDIS_URL``, else ``redis://127.0.0.1:6379/0``."""
+    return arg or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+
+
+def _err(cmd: str, msg: str) -> None:
+    print(f"qsim {cmd}: {msg}", file=sys.stderr)
+
+
+def load_handler(spec: str) -> Callable[..., Any]:
+    """Import ``MODULE:FUNCTION`` (the current directory is importable); ValueError if unusable."""
+    module, sep, func = spec.partition(":")
+    if not sep or not module or not func:
+        raise ValueError(f"handler must look like MODULE:FUNCTION, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"cannot import module {module!r}: {e}") from e
+    handler = getattr(mod, func, None)
+    if handler is None:
+        raise ValueError(f"module {module!r} has no attribute {func!r}")
+    if not inspect.iscoroutinefunction(handler):
+        raise ValueError(f"{spec} must be an async function (async def {func}(job): ...)")
+    return handler  # type: ignore[no-any-return]
+
+
+def _common(p: argparse.ArgumentParser, queue_required: bool = True) -> None:
+    p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
+    p.add_argument("--redis", metavar="URL", help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
+    p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``worker``, ``stats`` and ``dlq`` to the ``qsim`` command."""
+    p = subparsers.add_parser(
+        "worker", help="run a job handler on a queue",
+        description="Run the async function MODULE:FUNCTION on the jobs of a queue until SIGTERM/SIGINT. "
+                    "Exit code 0 when drained, 3 when jobs were cut off at the end of the grace period "
+                    "(and handed back to the queue), 1 when Redis is unreachable, 2 on bad arguments.")
+    p.add_argument("handler", metavar="MODULE:FUNCTION", help="async def FUNCTION(job) -> JSON result")
+    _common(p)
+    p.add_argument("--concurrency", type=_pos_int, default=10, help="jobs run at once (default 10)")
+    p.add_argument("--lock-duration", type=_pos_float, default=30.0, help="job lock in seconds (default 30)")
+    p.add_argument("--stalled-interval", type=_pos_float, default=30.0, help="stalled check period (default 30)")
+    p.add_argument("--max-stalled", type=_nonneg_int, default=1, help="stalls before the DLQ (default 1)")
+    p.add_argument("--shutdown-grace", type=_nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
+    p.add_argument("--metrics-port", type=_pos_int, metavar="P", help="Prometheus port (not implemented yet)")
+    p.set_defaults(func=cmd_worker)
+
+    p = subparsers.add_parser("stats", help="job counts per queue",
+                              description="Print waiting/active/delayed/completed/dead counts per queue.")
+    _common(p, queue_required=False)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_stats)
+
+    p = subparsers.add_parser("dlq", help="inspect, retry or purge the dead-letter queue",
+                              description="Dead-letter queue: list, show ID, retry ID... | --all, purge. "
+                                          "Sensitive fields are redacted.")
+    p.add_argument("action", choices=("list", "show", "retry", "purge"))
+    p.add_argument("ids", nargs="*", metavar="ID", help="job id(s) for show / retry")
+    _common(p)
+    p.add_argument("--all", action="store_true", dest="all_jobs", help="retry: every dead job")
+    p.add_argument("--limit", type=_pos_int, default=100, help="list: at most this many (default 100)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_dlq)
+
+
+def _pos_int(s: str) -> int:
+    v = int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
+    return v
+
+
+def _nonneg_int(s: str) -> int:
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def _pos_float(s: str) -> float:
+    v = float(s)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
+    return v
+
+
+def _nonneg_float(s: str) -> float:
+    v = float(s)
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``qsim worker``."""
+    try:
+        handler = load_handler(args.handler)
+        worker = Worker(args.queue, handler, redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
+                        lock_duration=args.lock_duration, stalled_interval=args.stalled_interval,
+                        max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix)
+    except ValueError as e:
+        _err("worker", str(e))
+        return EXIT_BAD_INPUT
+    if args.metrics_port is not None:
+        _err("worker", "--metrics-port is not implemented yet; running without metrics")
+    try:
+        code = asyncio.run(worker.run())
+    except RedisUnavailable as e:
+        _err("worker", str(e))
+        return EXIT_FAILURE
+    if code == EXIT_CUT_OFF:
+        _err("worker", "stopped with jobs cut off (handed back to the queue)")
+    return code
+
+
+def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
+    try:
+        return Queue(args.queue or "_", redis=resolve_redis_url(args.redis), prefix=args.prefix)
+    except ValueError as e:
+        _err(cmd, str(e))
+        return None
+
+
+def _queue_names(q: Queue, prefix: str) -> list[str]:
+    names = set()
+    head = f"{prefix}:{{"
+    for key in q.client.scan_iter(match=f"{prefix}:{{*}}:*", _type="zset", count=1000):
+        if key.startswith(head) and "}:" in key:
+            names.add(key[len(head) : key.index("}:")])
+    return sorted(names)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """``qsim stats``."""
+    q = _queue(args, "stats")
+    if q is None:
+        return EXIT_BAD_INPUT
+    try:
+        try:
+            names = [args.queue] if args.queue else _queue_names(q, args.prefix)
+        except Exception as e:  # noqa: BLE001 - redis-py errors, wrapped below
+            raise RedisUnavailable(f"Redis unavailable at {resolve_redis_url(args.redis)}: {e}") from e
+        out = {}
+        for name in names:
+            qq = Queue(name, redis=q.client, prefix=args.prefix)
+            out[name] = {**qq.counts(), "paused": qq.is_paused()}
+    except EngineError as e:
+        _err("stats", str(e))
+        return EXIT_FAILURE
+    finally:
+        q.close()
+    if args.json:
+        print(json.dumps({"queues": out}, indent=2))
+        return EXIT_OK
+    cols = ("waiting", "active", "delayed", "completed", "dead")
+    width = max([5, *map(len, out)])
+    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols) + "  paused")
+    for name, c in out.items():
+        print(f"{name:<{width}}  " + "  ".join(f"{c[k]:>9}" for k in cols) + f"  {'yes' if c['paused'] else 'no'}")
+    if not out:
+        print("(no queues)")
+    return EXIT_OK
+
+
+def _when(ts: float | None) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def cmd_dlq(args: argparse.Namespace) -> int:
+    """``qsim dlq list|show|retry|purge``."""
+    q = _queue(args, "dlq")
+    if q is None:
+        return EXIT_BAD_INPUT
+    try:
+        if args.action == "list":
+            jobs = q.dead(limit=args.limit)
+            if args.json:
+                print(json.dumps([j.as_dict() for j in jobs], indent=2, default=str))
+            else:
+                for j in jobs:
+                    err = (j.error or "").splitlines()[0][:100] if j.error else ""
+                    print(f"{j.id}\t{j.name}\t{_when(j.finished_at)}\tattempts={j.attempts_made}\t{err}")
+                print(f"{len(jobs)} dead job(s) in queue {args.queue}", file=sys.stderr)
+        elif args.action == "show":
+            if len(args.ids) != 1:
+                _err("dlq", "show takes exactly one job id")
+                return EXIT_BAD_INPUT
+            job = q.get_job(args.ids[0], redact=True)
+            print(json.dumps(job.as_dict(), indent=2, default=str))
+        elif args.action == "retry":
+            if bool(args.ids) == bool(args.all_jobs):
+                _err("dlq", "retry takes job ids or --all")
+                return EXIT_BAD_INPUT
+            moved = q.retry_dead(*args.ids, all_jobs=args.all_jobs)
+            missing = sorted(set(args.ids) - set(moved))
+            print(f"{len(moved)} job(s) moved back to queue {args.queue}")
+            if missing:
+                _err("dlq", f"not in the dead-letter queue: {', '.join(missing)}")
+                return EXIT_FAILURE
+        else:
+            print(f"{q.purge_dead()} dead job(s) deleted from queue {args.queue}")
+    except JobNotFound as e:
+        _err("dlq", str(e))
+        return EXIT_FAILURE
+    except EngineError as e:
+        _err("dlq", str(e))
+        return EXIT_FAILURE
+    finally:
+        q.close()
+    return EXIT_OK

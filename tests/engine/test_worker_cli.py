@@ -1,0 +1,109 @@
+"""``qsim worker`` / ``stats`` / ``dlq`` through worker_cli.register (the part qsim.cli mounts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from conftest import ROOT, wait_until
+from qsim import worker_cli
+from qsim.engine import Queue
+from tests_redis_port import unused_url
+
+pytestmark = pytest.mark.redis
+
+DRIVER = (
+    "import argparse, sys, logging; from qsim import worker_cli; "
+    "logging.basicConfig(level=logging.INFO); "
+    "p = argparse.ArgumentParser(prog='qsim'); s = p.add_subparsers(required=True); "
+    "worker_cli.register(s); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
+)
+
+
+def run_cli(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    p = argparse.ArgumentParser(prog="qsim")
+    worker_cli.register(p.add_subparsers(required=True))
+    args = p.parse_args(list(argv))
+    code = args.func(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_redis_url_default_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert worker_cli.resolve_redis_url(None) == "redis://127.0.0.1:6379/0"
+    monkeypatch.setenv("REDIS_URL", "redis://env:1/0")
+    assert worker_cli.resolve_redis_url(None) == "redis://env:1/0"
+    assert worker_cli.resolve_redis_url("redis://arg:2/0") == "redis://arg:2/0"
+
+
+def test_unreachable_redis_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    url = unused_url()
+    for argv in (["stats", "--redis", url], ["dlq", "list", "--queue", "q", "--redis", url]):
+        code, out, err = run_cli(*argv, capsys=capsys)
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and "Redis unavailable" in err
+
+
+def test_stats_and_dlq_commands(redis_url: str, queue: Queue, capsys: pytest.CaptureFixture[str]) -> None:
+    queue.add("t", {"password": "hunter2"}, job_id="d1")
+    queue.add("t", {}, job_id="d2")
+    r = queue.client
+    for jid in ("d1", "d2"):  # kill them the way a worker would
+        r.zrem(queue.keys.wait, jid)
+        r.zadd(queue.keys.dead, {jid: 1})
+        r.hset(queue.keys.job(jid), mapping={"state": "dead", "error": f"Boom: {'hunter2' if jid == 'd1' else 'x'}"})
+    Queue("other", redis=redis_url).add("t", {})
+    code, out, _ = run_cli("stats", "--redis", redis_url, "--json", capsys=capsys)
+    stats = json.loads(out)["queues"]
+    assert code == 0 and stats["q"]["dead"] == 2 and stats["other"]["waiting"] == 1
+    code, out, _ = run_cli("dlq", "list", "--queue", "q", "--redis", redis_url, capsys=capsys)
+    assert code == 0 and out.count("\n") == 2 and "hunter2" not in out
+    code, out, _ = run_cli("dlq", "show", "d1", "--queue", "q", "--redis", redis_url, capsys=capsys)
+    shown = json.loads(out)
+    assert shown["data"] == {"password": "***"} and shown["error"] == "Boom: ***"
+    code, _, err = run_cli("dlq", "show", "nope", "--queue", "q", "--redis", redis_url, capsys=capsys)
+    assert code == 1 and "nope" in err
+    code, out, _ = run_cli("dlq", "retry", "d1", "--queue", "q", "--redis", redis_url, capsys=capsys)
+    assert code == 0 and out.startswith("1 job(s)") and queue.get_job("d1").state == "waiting"
+    code, _, err = run_cli("dlq", "retry", "--queue", "q", "--redis", redis_url, capsys=capsys)
+    assert code == 2 and "--all" in err
+    code, out, _ = run_cli("dlq", "purge", "--queue", "q", "--redis", redis_url, capsys=capsys)
+    assert code == 0 and out.startswith("1 dead job(s) deleted") and queue.counts()["dead"] == 0
+
+
+def test_worker_command_runs_a_users_handler(
+    redis_url: str, redis_client: redis.Redis, queue: Queue, tmp_path: Path
+) -> None:
+    (tmp_path / "myjobs.py").write_text(
+        "async def handle(job):\n    return {'twice': job.data['n'] * 2}\n\ndef sync_one(job):\n    return 1\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    bad = subprocess.run([sys.executable, "-c", DRIVER, "worker", "myjobs:sync_one", "--queue", "q",
+                          "--redis", redis_url], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "must be an async function" in bad.stderr
+    unreachable = subprocess.run([sys.executable, "-c", DRIVER, "worker", "myjobs:handle", "--queue", "q",
+                                  "--redis", unused_url()], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                 timeout=30)
+    assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
+    queue.add_bulk([("t", {"n": i}) for i in range(10)])
+    p = subprocess.Popen([sys.executable, "-c", DRIVER, "worker", "myjobs:handle", "--queue", "q", "--redis",
+                          redis_url, "--concurrency", "3"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: queue.counts()["completed"] == 10, timeout=20)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+    assert sorted(j.returnvalue["twice"] for j in queue.job_records()) == [2 * i for i in range(10)]
