@@ -114,14 +114,19 @@ class ArrivalFeed:
         simpy.events.Timeout(self.env, d).callbacks.append(self._fire)
 
     def _fire(self, _event: simpy.events.Event) -> None:
-        times, i, n = self.times, self.next, len(self.times)
+        times, i = self.times, self.next
         now = times[i]
         on_arrival = self.on_arrival
-        while True:
+        on_arrival(i)
+        i += 1
+        n = len(times)
+        while i < n and times[i] == now:  # simultaneous arrivals: one event
             on_arrival(i)
             i += 1
-            if i >= n or times[i] != now:
-                break
         self.next = i
-        if i < n:
-            self._schedule(times[i])
+        if i < n:  # schedule the next arrival (self._schedule, inlined)
+            at = times[i]
+            d = at - now
+            if now + d != at:
+                d = exact_delay(now, at)
+            simpy.events.Timeout(self.env, d).callbacks.append(self._fire)

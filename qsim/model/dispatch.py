@@ -97,6 +97,7 @@ class Pool:
         self.free: deque[int] = deque(
             first_slot + w * spec.concurrency + s for s in range(spec.concurrency) for w in range(spec.workers))
         self.pick = picker
+        self.only = self.queues[0] if len(self.queues) == 1 else -1  # the pool's one queue, or -1
 
     def slot_worker(self, slot: int) -> int:
         """The worker (global index) a slot belongs to."""

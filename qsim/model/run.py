@@ -29,9 +29,9 @@ have finished every job — and jobs not done are ``unfinished``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Any
 
 import pandas as pd
@@ -52,6 +52,29 @@ from qsim.summary import summarize
 __all__ = ["simulate", "ModelResult", "Model"]
 
 Progress = Callable[[float], None]
+
+
+class LazyFrames(Mapping[str, pd.DataFrame]):
+    """A read-only mapping of DataFrames, each built on first access (then kept).
+
+    ``records.extra["timeseries"]`` costs nothing until someone reads it, so
+    sweeps that only need the Summary don't pay for it.
+    """
+
+    def __init__(self, builders: Mapping[str, Callable[[], pd.DataFrame]]) -> None:
+        self._builders = dict(builders)
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        if key not in self._frames:
+            self._frames[key] = self._builders[key]()
+        return self._frames[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
 
 
 @dataclass(frozen=True)
@@ -146,6 +169,10 @@ class Model:
         self._progress: Progress | None = None
         self._next_tick = math.inf
         self._tick = 1
+        # Hook for the mechanisms that decide how an attempt ended (retries, timeouts):
+        # ``attempt_result(job, slot, now)`` settles the job or sends it back. None: every
+        # attempt succeeds, and attempt_ended settles the job as completed itself.
+        self.attempt_result: Callable[[int, int, float], None] | None = None
         self._bind()
 
     # ------------------------------------------------------------------ hooks
@@ -156,12 +183,14 @@ class Model:
         jobs, queues, d = self.jobs, self.queues, self.dispatcher
         self._job_queue, self._job_priority, self._service = jobs.queue, jobs.priority, jobs.service
         self._started, self._attempts, self._worker = jobs.started, jobs.attempts, jobs.worker
+        self._finished, self._outcome = jobs.finished, jobs.outcome
         self._heaps, self._active, self._gates, self._open = queues.heaps, queues.active, queues.gates, queues.open
         self._fill, self._offer = d.fill, d.offer
         self._pool_of_slot, self._idle_since = d.pool_of_slot, d.idle_since
         # the one pool serving each queue (None when several do: Dispatcher.offer chooses)
         self._solo = [pools[0] if len(pools) == 1 else None for pools in d.pools_of]
         self._log_time, self._log_code = self.timeseries.log_time, self.timeseries.log_code
+        self._on_end, self._slot_worker, self._running = self.attempt_ended, self.slot_worker, self.running
 
     def enqueue(self, job: int) -> None:
         """Job ``job`` becomes waiting now; offer its queue to the pools."""
@@ -191,14 +220,14 @@ class Model:
         if self._attempts[job] == 0:
             self._started[job] = now
         self._attempts[job] += 1
-        self._worker[job] = self.slot_worker[slot]
+        self._worker[job] = self._slot_worker[slot]
         self._active[q] += 1
         if self._gates[q]:
             self.queues.gates_started(q, now)
         self._log_time(now)
         self._log_code(q * N_KINDS + STARTED)
-        self.running[slot] = job
-        Timeout(env, self._service[job], slot).callbacks.append(self.attempt_ended)
+        self._running[slot] = job
+        Timeout(env, self._service[job], slot).callbacks.append(self._on_end)
 
     def attempt_ended(self, event: Event) -> None:
         """Callback of an attempt's end: free the slot, settle the job, dispatch the next."""
@@ -213,23 +242,31 @@ class Model:
         reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
         self._log_time(now)
         self._log_code(q * N_KINDS + ENDED)
-        if self.attempt_result(job) == "ok":
+        if self.attempt_result is None:  # no mechanism can fail an attempt: it succeeded
             self.settle(job, COMPLETED, now)
-        pool = self._pool_of_slot[slot]  # the slot takes the next job (Dispatcher.release, inlined)
-        pool.free.append(slot)
+        else:
+            self.attempt_result(job, slot, now)
+        pool = self._pool_of_slot[slot]
+        if pool.only >= 0 and not reopened:
+            # Fast path for a one-queue pool: its other free slots (if any) had nothing
+            # startable and nothing reopened, so this slot takes the queue's next job.
+            heap = self._heaps[q]
+            if heap and self._open[q]:
+                self.start_attempt(heappop(heap)[2], q, slot)
+            else:
+                pool.free.append(slot)
+                self._idle_since[slot] = now
+            return
+        pool.free.append(slot)  # Dispatcher.release, inlined
         self._idle_since[slot] = now
         self._fill(pool)
         if reopened:
             self._offer(q)
 
-    def attempt_result(self, job: int) -> str:
-        """How the attempt that just ended went: ``"ok"`` (retries and timeouts will add more)."""
-        return "ok"
-
     def settle(self, job: int, outcome: int, now: float) -> None:
         """The job is done for good (completed or dead)."""
-        self.jobs.finished[job] = now
-        self.jobs.outcome[job] = outcome
+        self._finished[job] = now
+        self._outcome[job] = outcome
         self.settled += 1
         if self.settled >= self._next_tick:
             self._report()
@@ -265,7 +302,8 @@ class Model:
         s = self.scenario
         jobs = self.jobs.frame(type_names=self.type_names, queue_names=self.queue_names,
                                worker_names=self.worker_names)
+        timeseries, names = self.timeseries, self.queue_names
         records = Records(jobs=jobs, slots=((0.0, self.n_slots),),
-                          extra={"timeseries": self.timeseries.frame(self.queue_names)})
+                          extra=LazyFrames({"timeseries": lambda: timeseries.frame(names)}))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
         return ModelResult(scenario=s, seed=self.seed, records=records, summary=summary)
