@@ -7,6 +7,7 @@ nothing here does I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -86,12 +87,8 @@ def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix:
     return Call("fetch", (k.wait, k.active, k.meta, k.marker), (k.job_prefix, n, lock_ms, worker_id, token_prefix))
 
 
-def parse_fetch(reply: list[Any]) -> list[Fetched]:
-    out = []
-    for i in range(0, len(reply), 8):
-        r = reply[i : i + 8]
-        out.append(Fetched(r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), r[6], float(r[7] or 0)))
-    return out
+def parse_fetch(reply: str) -> list[Fetched]:
+    return [Fetched(r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), r[6], float(r[7] or 0)) for r in json.loads(reply)]
 
 
 def complete_call(

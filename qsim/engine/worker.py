@@ -94,6 +94,10 @@ class Worker:
             ``set_retention`` says otherwise.
         keep_completed_for: Seconds completed jobs are kept (None: no limit).
         block_timeout: Longest single BLPOP wait in seconds.
+        batch_size: At most this many fetches and as many acknowledgements
+            per round trip; small batches, several in flight, keep jobs from
+            moving in lock-step (tuned with benchmarks/engine_throughput.py).
+        max_inflight: Batches (round trips) in flight at once.
         handle_signals: Install SIGTERM/SIGINT handlers while ``run()`` runs.
         worker_id: Name of this worker in job records (default host:pid:random).
 
@@ -120,6 +124,8 @@ class Worker:
         keep_completed: int | None = DEFAULT_KEEP_COMPLETED,
         keep_completed_for: float | None = None,
         block_timeout: float = 5.0,
+        batch_size: int = 8,
+        max_inflight: int = 2,
         handle_signals: bool = True,
         worker_id: str | None = None,
     ) -> None:
@@ -142,6 +148,9 @@ class Worker:
             raise ValueError(f"shutdown_grace must be >= 0 seconds, got {shutdown_grace!r}")
         if isinstance(max_stalled, bool) or not isinstance(max_stalled, int) or max_stalled < 0:
             raise ValueError(f"max_stalled must be an int >= 0, got {max_stalled!r}")
+        for what, n in (("batch_size", batch_size), ("max_inflight", max_inflight)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{what} must be an int >= 1, got {n!r}")
         if keep_completed is not None and (not isinstance(keep_completed, int) or keep_completed < 0):
             raise ValueError(f"keep_completed must be an int >= 0 or None, got {keep_completed!r}")
         if keep_completed_for is not None and not keep_completed_for >= 0:
@@ -161,6 +170,8 @@ class Worker:
         self.keep_count = -1 if keep_completed is None else keep_completed
         self.keep_age_ms = -1 if keep_completed_for is None else int(keep_completed_for * 1000)
         self.block_timeout = float(block_timeout)
+        self.batch_size = batch_size
+        self.max_inflight = max_inflight
         self.handle_signals = handle_signals
         wid = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.id = wid.replace(",", "_").replace(";", "_")
@@ -212,7 +223,8 @@ class Worker:
                 t.cancel()
             if self._blpop is not None:
                 self._blpop.cancel()
-            await asyncio.gather(*side, *( [self._blpop] if self._blpop else []), return_exceptions=True)
+            rest = [*side, *self._ticks, *([self._blpop] if self._blpop else [])]
+            await asyncio.gather(*rest, return_exceptions=True)
             for s in signals:
                 loop.remove_signal_handler(s)
             await self.client.aclose()
@@ -252,6 +264,13 @@ class Worker:
         self._next_promote = 0.0
         self._fetch_seq = 0
         self._exit_code = EXIT_DRAINED
+        self._inflight = 0
+        self._reserved = 0
+        self._ticks: set[asyncio.Future[None]] = set()
+        self._retry_at = 0.0
+        self._delay = 0.05
+        self._flush_deadline: float | None = None
+        self._gave_up = False
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if not self.handle_signals:
@@ -283,24 +302,27 @@ class Worker:
     # -- the loop -------------------------------------------------------------
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        delay = 0.05
-        flush_deadline: float | None = None
         while True:
-            slots = 0 if self._closing else self.concurrency - len(self._active)
+            slots = 0 if self._closing else self.concurrency - len(self._active) - self._reserved
             pending = bool(self._acks or self._fails or self._releases)
-            if self._stopped and not pending:
+            if self._stopped and not pending and not self._inflight:
+                return
+            if self._gave_up:
                 return
             now = loop.time()
+            if now < self._retry_at:
+                await asyncio.sleep(self._retry_at - now)
+                continue
             promote = slots > 0 and now >= self._next_promote
             fetch = slots > 0 and (self._maybe_ready or promote)
-            if not (pending or fetch):
-                if slots > 0 and self._blpop is None:
+            if self._inflight >= self.max_inflight or not (pending or fetch):
+                if slots > 0 and self._blpop is None and not self._inflight:
                     self._start_blpop(max(0.001, min(self.block_timeout, self._next_promote - now)))
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            acks, self._acks = self._acks, []
-            fails, self._fails = self._fails, []
+            acks, self._acks = self._acks[:self.batch_size], self._acks[self.batch_size:]
+            fails, self._fails = self._fails[:self.batch_size], self._fails[self.batch_size:]
             rels, self._releases = self._releases, []
             calls: list[Call] = []
             k = self.keys
@@ -313,26 +335,40 @@ class Worker:
                 calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in rels]))
             if promote:
                 calls.append(promote_call(k))
-            if fetch:
+                self._next_promote = now + _PROMOTE_EVERY
+            n = min(slots, self.batch_size) if fetch else 0
+            if n:
                 self._fetch_seq += 1
-                calls.append(fetch_call(k, slots, self._lock_ms, self.id, f"{self.id}:{self._fetch_seq}"))
+                calls.append(fetch_call(k, n, self._lock_ms, self.id, f"{self.id}:{self._fetch_seq}"))
+                self._reserved += n
+            self._inflight += 1
+            tick = asyncio.ensure_future(self._tick(calls, acks, fails, rels, promote, n))
+            self._ticks.add(tick)
+            tick.add_done_callback(self._ticks.discard)
+
+    async def _tick(self, calls: list[Call], acks: list[Any], fails: list[Any], rels: list[Job], promote: bool,
+                    n: int) -> None:
+        """Send one batch (one round trip) and act on the replies."""
+        loop = asyncio.get_running_loop()
+        try:
             try:
                 replies = await run_calls_async(self.client, self.scripts, calls)
             except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
                 self._acks[:0], self._fails[:0], self._releases[:0] = acks, fails, rels
                 if self._stopped:
-                    flush_deadline = flush_deadline or loop.time() + _FINAL_FLUSH_TIMEOUT
-                    if loop.time() > flush_deadline:
-                        logger.error("giving up flushing %s results to Redis: %s (stalled-job recovery will "
-                                     "put their jobs back)", len(self._acks) + len(self._fails) + len(self._releases), e)
+                    self._flush_deadline = self._flush_deadline or loop.time() + _FINAL_FLUSH_TIMEOUT
+                    if loop.time() > self._flush_deadline:
+                        logger.error("giving up flushing %s results to Redis: %s (stalled-job recovery will put "
+                                     "their jobs back)", len(self._acks) + len(self._fails) + len(self._releases), e)
+                        self._gave_up = True
                         return
-                logger.warning("Redis error in worker %s: %s; retrying in %.2f s", self.id, e, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _MAX_RECONNECT_DELAY)
-                continue
-            if delay > 0.05:
+                logger.warning("Redis error in worker %s: %s; retrying in %.2f s", self.id, e, self._delay)
+                self._retry_at = loop.time() + self._delay
+                self._delay = min(self._delay * 2, _MAX_RECONNECT_DELAY)
+                return
+            if self._delay > 0.05:
                 logger.info("worker %s reconnected to Redis", self.id)
-            delay = 0.05
+            self._delay = 0.05
             i = 0
             if acks:
                 self._after_complete(acks, replies[i])
@@ -346,13 +382,17 @@ class Worker:
             if promote:
                 left = int(replies[i])
                 i += 1
-                wait = _PROMOTE_EVERY if left < 0 else min(_PROMOTE_EVERY, left / 1000.0)
-                self._next_promote = loop.time() + wait if left != 0 else 0.0
-            if fetch:
+                if left >= 0:
+                    self._next_promote = min(self._next_promote, loop.time() + left / 1000.0)
+            if n:
                 got = parse_fetch(replies[i])
-                self._maybe_ready = len(got) >= slots
+                self._maybe_ready = len(got) >= n
                 if got:
                     self._start(got)
+        finally:
+            self._reserved -= n
+            self._inflight -= 1
+            self._wake.set()
 
     def _start_blpop(self, timeout: float) -> None:
         self._blpop = asyncio.ensure_future(self._block(timeout))

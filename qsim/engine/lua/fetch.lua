@@ -10,13 +10,13 @@ ARGV[3] lock duration (ms)
 ARGV[4] worker id
 ARGV[5] token prefix; job k of this call gets the lock token "<prefix>:<k>"
 
-Returns a flat array, 8 entries per job:
-  id, token, name, data, attempts_made, max_attempts, backoff, timeout
-An empty array when the queue is paused or empty. Ids whose hash is gone
-are dropped.
+Returns one JSON string (one bulk reply, cheap to parse): an array with one
+array per job: [id, token, name, data, attempts_made, max_attempts, backoff,
+timeout], all strings. "[]" when the queue is paused or empty. Ids whose
+hash is gone are dropped.
 ]]
 if redis.call('HGET', KEYS[3], 'paused') == '1' then
-  return {}
+  return '[]'
 end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -40,17 +40,13 @@ for i = 1, #popped, 2 do
         'started_at', now_s)
     end
     redis.call('ZADD', KEYS[2], expiry, id)
-    out[#out + 1] = id
-    out[#out + 1] = tok
-    out[#out + 1] = f[1]
-    out[#out + 1] = f[2] or ''
-    out[#out + 1] = f[3] or '0'
-    out[#out + 1] = f[4] or '1'
-    out[#out + 1] = f[5] or ''
-    out[#out + 1] = f[6] or '0'
+    out[k] = {id, tok, f[1], f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0'}
   end
 end
 if #popped > 0 and redis.call('ZCARD', KEYS[1]) > 0 and redis.call('LLEN', KEYS[4]) == 0 then
   redis.call('RPUSH', KEYS[4], '1')
 end
-return out
+if k == 0 then
+  return '[]'
+end
+return cjson.encode(out)

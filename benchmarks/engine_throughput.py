@@ -1,0 +1,206 @@
+"""Engine throughput benchmark: prints its figures; not part of the test run.
+
+Starts a throwaway redis-server on a free port (never touches 6379), then in
+the same run measures:
+
+* enqueue rate: ``Queue.add`` one at a time, and ``add_bulk`` in batches;
+* drain of N no-op jobs by one worker process (concurrency 10 and 50) and by
+  two processes, median of several runs, with the ratio to a naive worker
+  that makes one round trip per job per state change (fetch 1, ack 1);
+* pickup latency on an idle queue (enqueue -> handler start, p50/p95/p99);
+* I/O-bound jobs (each awaits 10 ms, concurrency 50) against the ideal rate.
+
+Drain rates use Redis-clock job timestamps: first attempt start to last
+finish, so process start-up is not counted.
+
+Usage: ``python benchmarks/engine_throughput.py [--jobs 20000] [--runs 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from qsim.engine import Job, Queue, Worker  # noqa: E402
+from qsim.engine import protocol as P  # noqa: E402
+from qsim.engine.keys import QueueKeys  # noqa: E402
+from qsim.engine.scripts import ScriptSet, run_calls_async  # noqa: E402
+
+
+# -- worker processes -------------------------------------------------------------
+async def _noop(job: Job) -> None:
+    return None
+
+
+async def _io10(job: Job) -> None:
+    await asyncio.sleep(0.01)
+
+
+async def _stamp(job: Job) -> float:
+    return time.time()
+
+
+HANDLERS = {"noop": _noop, "io10": _io10, "stamp": _stamp}
+
+
+async def naive_worker(url: str, queue: str, concurrency: int) -> int:
+    """One round trip per step: fetch one job, run it, acknowledge it, repeat."""
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(url, decode_responses=True)
+    scripts = ScriptSet(client)
+    k = QueueKeys(queue)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    seq = [0]
+
+    async def slot(i: int) -> None:
+        while not stop.is_set():
+            seq[0] += 1
+            reply = (await run_calls_async(client, scripts, [P.fetch_call(k, 1, 30000, "naive", f"n{seq[0]}")]))[0]
+            got = P.parse_fetch(reply)
+            if not got:
+                await client.blpop([k.marker], timeout=0.05)
+                continue
+            f = got[0]
+            await _noop(Job(f.id, f.name, None, 1, queue, 1, 0, None, f.token))
+            await run_calls_async(client, scripts, [P.complete_call(k, 10000, -1, -1, [(f.id, f.token, "null")])])
+
+    await asyncio.gather(*(slot(i) for i in range(concurrency)))
+    await client.aclose()
+    return 0
+
+
+def worker_main(url: str, queue: str, concurrency: int, handler: str) -> int:
+    if handler == "naive":
+        return asyncio.run(naive_worker(url, queue, concurrency))
+    w = Worker(queue, HANDLERS[handler], redis=url, concurrency=concurrency, keep_completed=None)
+    return asyncio.run(w.run())
+
+
+def spawn(url: str, queue: str, concurrency: int, handler: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, __file__, "--worker-proc", url, queue, str(concurrency), handler],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+# -- measurements -------------------------------------------------------------------
+def drain(url: str, n: int, concurrency: int, procs: int = 1, handler: str = "noop") -> float:
+    """Jobs/s of ``procs`` worker processes draining ``n`` pre-filled jobs."""
+    q = Queue("bench", redis=url)
+    q.client.flushall()
+    q.set_retention(keep_count=None)
+    q.add_bulk([("noop", None) for _ in range(n)])
+    ps = [spawn(url, "bench", concurrency, handler) for _ in range(procs)]
+    try:
+        deadline = time.monotonic() + 300
+        while q.counts()["completed"] < n:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in ps):
+                raise RuntimeError("drain did not finish")
+            time.sleep(0.05)
+    finally:
+        for p in ps:
+            p.send_signal(signal.SIGTERM)
+        for p in ps:
+            p.wait(30)
+    recs = q.job_records()
+    first = min(r.started_at for r in recs if r.started_at)
+    last = max(r.finished_at for r in recs if r.finished_at)
+    q.close()
+    return n / (last - first)
+
+
+def enqueue_rates(url: str, n: int) -> tuple[float, float]:
+    q = Queue("enq", redis=url)
+    q.client.flushall()
+    t0 = time.perf_counter()
+    for i in range(n):
+        q.add("t", {"i": i})
+    single = n / (time.perf_counter() - t0)
+    jobs = [("t", {"i": i}) for i in range(n * 4)]
+    t0 = time.perf_counter()
+    for i in range(0, len(jobs), 1000):
+        q.add_bulk(jobs[i : i + 1000])
+    bulk = len(jobs) / (time.perf_counter() - t0)
+    q.close()
+    return single, bulk
+
+
+def pickup_latency(url: str, n: int = 300) -> list[float]:
+    q = Queue("pick", redis=url)
+    q.client.flushall()
+    q.set_retention(keep_count=None)
+    p = spawn(url, "pick", 10, "stamp")
+    try:
+        time.sleep(1.5)  # let the worker start and go idle
+        for i in range(n):
+            q.add("t", None, job_id=f"p{i}")
+            time.sleep(0.005)
+        while q.counts()["completed"] < n:
+            time.sleep(0.05)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+    lat = sorted((r.returnvalue - r.enqueued_at) * 1000 for r in q.job_records())  # type: ignore[operator]
+    q.close()
+    return lat
+
+
+def pct(xs: list[float], p: float) -> float:
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    from redis_server import RedisServer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(Path(tmp)).start()
+        try:
+            url = server.url
+            print(f"redis-server on port {server.port}; {a.jobs} jobs per drain, median of {a.runs} runs")
+            single, bulk = enqueue_rates(url, 5000)
+            print(f"enqueue, one at a time (sync Queue.add):   {single:10,.0f} jobs/s")
+            print(f"enqueue, add_bulk batches of 1000:        {bulk:10,.0f} jobs/s")
+            rows = []
+            for label, conc, procs, handler in [
+                ("qsim, 1 process, concurrency 10", 10, 1, "noop"),
+                ("qsim, 1 process, concurrency 50", 50, 1, "noop"),
+                ("qsim, 2 processes, concurrency 50", 50, 2, "noop"),
+                ("naive (1 round trip/step), concurrency 10", 10, 1, "naive"),
+            ]:
+                rates = [drain(url, a.jobs, conc, procs, handler) for _ in range(a.runs)]
+                med = statistics.median(rates)
+                rows.append((label, med))
+                print(f"drain {label:<44} {med:10,.0f} jobs/s  (runs: {', '.join(f'{r:,.0f}' for r in rates)})")
+            naive = rows[-1][1]
+            print(f"ratio qsim (1 process, concurrency 10) / naive: {rows[0][1] / naive:.1f}x")
+            lat = pickup_latency(url)
+            print(f"pickup latency on an idle queue: p50 {pct(lat, 50):.2f} ms, p95 {pct(lat, 95):.2f} ms, "
+                  f"p99 {pct(lat, 99):.2f} ms")
+            io = statistics.median(drain(url, 5000, 50, 1, "io10") for _ in range(a.runs))
+            print(f"I/O-bound (10 ms each, concurrency 50, 5000 jobs): {io:,.0f} jobs/s = {io / 5000:.0%} of ideal 5,000/s")
+            print("peers (bullmq, dramatiq, huey, saq, arq): not run (the optional bench extra is not installed)")
+        finally:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker-proc":
+        sys.exit(worker_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
+    sys.exit(main())
