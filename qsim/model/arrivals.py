@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,19 +71,24 @@ def draw_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | No
     if not times:
         empty = np.zeros(0)
         return JobDraws(empty, np.zeros(0, dtype=np.int64), empty)
-    t, k, s = np.concatenate(times), np.concatenate(types), np.concatenate(services)
-    order = np.lexsort((k, t))  # by time, then by type index; stable within a type
+    t, kinds, s = np.concatenate(times), np.concatenate(types), np.concatenate(services)
+    order = np.lexsort((kinds, t))  # by time, then by type index; stable within a type
     if max_jobs is not None:
         order = order[:max_jobs]
-    return JobDraws(time=t[order], type=k[order], service=s[order])
+    return JobDraws(time=t[order], type=kinds[order], service=s[order])
 
 
 def exact_delay(now: float, at: float) -> float:
-    """A delay ``d`` with ``now + d == at`` in floating point, so events fire at the drawn times."""
+    """The smallest delay ``d`` with ``now + d >= at`` in floating point.
+
+    Usually ``now + d == at`` exactly; when rounding makes that sum
+    unreachable (ties-to-even can skip a value), ``now + d`` is the next float
+    above ``at`` (one ulp later).
+    """
     d = at - now
     while now + d < at:
         d = math.nextafter(d, math.inf)
-    while now + d > at:
+    while d > 0 and now + math.nextafter(d, -math.inf) >= at:
         d = math.nextafter(d, -math.inf)
     return d
 
@@ -91,14 +96,19 @@ def exact_delay(now: float, at: float) -> float:
 class ArrivalFeed:
     """Feeds drawn arrivals into the simulation, one timeout event per distinct time.
 
-    ``on_arrival(i)`` is called at time ``times[i]`` exactly, for each job in
-    order; simultaneous arrivals (bursts) are handled by one event.
+    ``on_arrival(i)`` is called for each job in order, at time ``times[i]`` —
+    or, in the rare case floating point cannot reach that time from the
+    previous event, one ulp later; then ``arrived[i]`` (the jobs' ``enqueued``
+    column) is set to the actual time, so that ``enqueued <= started`` always
+    holds. Simultaneous arrivals (bursts) share one event.
     """
 
-    def __init__(self, env: simpy.Environment, times: np.ndarray, on_arrival: Callable[[int], None]) -> None:
+    def __init__(self, env: simpy.Environment, times: np.ndarray, on_arrival: Callable[[int], None],
+                 arrived: MutableSequence[float]) -> None:
         self.env = env
         self.times = times.tolist()
         self.on_arrival = on_arrival
+        self.arrived = arrived
         self.next = 0
 
     def start(self) -> None:
@@ -115,14 +125,16 @@ class ArrivalFeed:
 
     def _fire(self, _event: simpy.events.Event) -> None:
         times, i = self.times, self.next
-        now = times[i]
-        on_arrival = self.on_arrival
-        on_arrival(i)
-        i += 1
-        n = len(times)
-        while i < n and times[i] == now:  # simultaneous arrivals: one event
+        at = times[i]
+        now = self.env.now  # == at, or one ulp later (see exact_delay)
+        on_arrival, n = self.on_arrival, len(times)
+        while True:
+            if now != at:
+                self.arrived[i] = now
             on_arrival(i)
             i += 1
+            if i >= n or times[i] != at:  # simultaneous arrivals: one event
+                break
         self.next = i
         if i < n:  # schedule the next arrival (self._schedule, inlined)
             at = times[i]

@@ -8,16 +8,22 @@ happens inside those callbacks at the same simulated time.
 A job's life, and the hooks later mechanisms plug into:
 
 - :meth:`Model.enqueue` — a job becomes waiting (an arrival now; a retry
-  after its backoff or a child later) and the dispatcher is offered its queue;
+  after its backoff, a stalled job put back or a child later) and the
+  dispatcher is offered its queue;
 - :meth:`Model.start_attempt` — the dispatcher matched the job with a slot:
-  the attempt's end is scheduled as ``Timeout(service, value=slot)``
-  (``running[slot]`` holds the job, so a crash can cancel an attempt by
-  clearing the slot: the callback then finds another job or ``-1`` and
-  ignores the event);
-- :meth:`Model.attempt_ended` — the callback: frees the slot and the queue's
-  gates, asks :meth:`Model.attempt_result` what happened (today always
-  ``"ok"``; retries/timeouts answer ``"failed"`` / ``"timeout"``), settles the
-  job (:meth:`Model.settle`) and dispatches the next job at once.
+  the attempt's end is scheduled as ``Timeout(service, value=slot)`` and
+  ``running[slot]`` holds the job. A crash or a forced shutdown cancels an
+  attempt by setting ``running[slot] = -1`` and retiring the slot (never
+  handing it out again): the pending callback then ignores the event;
+- :meth:`Model.attempt_ended` — the callback: frees the queue's gates, then
+  either settles the job as completed (:meth:`Model.settle`) or, when a
+  mechanism has set ``Model.attempt_result(job, slot, now)``, lets it decide
+  (fail and retry after a backoff, dead-letter, timeout); then the slot takes
+  the next job at once.
+
+Everything per job lives in :class:`~qsim.model.state.JobTable` (columns, no
+object per job); gates (:mod:`~qsim.model.limits`) close and reopen queues;
+the dispatcher (:mod:`~qsim.model.dispatch`) owns the free slots.
 
 Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
@@ -29,6 +35,7 @@ have finished every job — and jobs not done are ``unfinished``.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heappop, heappush
@@ -113,8 +120,9 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
     """
     check_supported(scenario)
     seed = scenario.seed if seed is None else seed
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    seed = int(seed)
     draws = draw_jobs(scenario, seed=seed, max_jobs=max_jobs)
     return Model(scenario, draws, seed=seed).run(progress)
 
@@ -162,7 +170,7 @@ class Model:
         self.dispatcher = Dispatcher(pools, self.queues, slot, self.start_attempt)
 
         self.timeseries = TimeSeries()
-        self.feed = ArrivalFeed(env, draws.time, self.enqueue)
+        self.feed = ArrivalFeed(env, draws.time, self.enqueue, self.jobs.enqueued)
         self.settled = 0
         self.done = Event(env)
         self.horizon = scenario.duration + float(draws.service.sum()) + 1.0
@@ -289,13 +297,16 @@ class Model:
             self._next_tick = self._tick
         if self.jobs.n == 0:
             self.done.succeed()
-        horizon = Timeout(env, self.horizon)
-        horizon.callbacks.append(lambda _e: None if self.done.triggered else self.done.succeed())
+        Timeout(env, self.horizon).callbacks.append(self._at_horizon)
         self.feed.start()
         env.run(until=self.done)
         if progress is not None:
             progress(1.0)
         return self.result()
+
+    def _at_horizon(self, _event: Event) -> None:
+        if not self.done.triggered:
+            self.done.succeed()
 
     def result(self) -> ModelResult:
         """Records, time series and Summary of the run so far."""

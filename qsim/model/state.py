@@ -18,6 +18,8 @@ import pandas as pd
 
 from qsim.records import jobs_frame
 
+Column = Sequence[int] | Sequence[float] | np.ndarray
+
 __all__ = ["JobTable", "UNFINISHED", "COMPLETED", "DEAD", "LOST", "OUTCOME_NAMES"]
 
 UNFINISHED, COMPLETED, DEAD, LOST = 0, 1, 2, 3
@@ -27,8 +29,8 @@ OUTCOME_NAMES = ("unfinished", "completed", "dead", "lost")
 class JobTable:
     """Columns of every job of a run (``array``/list columns, cheap to set one cell)."""
 
-    def __init__(self, *, type_: np.ndarray, queue: np.ndarray, priority: np.ndarray,
-                 enqueued: np.ndarray, service: np.ndarray) -> None:
+    def __init__(self, *, type_: Column, queue: Column, priority: Column, enqueued: Column,
+                 service: Column) -> None:
         n = int(len(type_))
         self.n = n
         self.type: list[int] = np.asarray(type_, dtype=np.int64).tolist()
@@ -94,9 +96,9 @@ class JobTable:
         })
 
 
-def _floats(a: array) -> np.ndarray:
+def _floats(a: array[float]) -> np.ndarray:
     return np.frombuffer(a, dtype=np.float64).copy() if len(a) else np.zeros(0)
 
 
-def _ints(a: array) -> np.ndarray:
+def _ints(a: array[int]) -> np.ndarray:
     return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)

@@ -162,10 +162,12 @@ def test_fcfs_agrees_job_by_job_with_a_heap_reference(service: dict[str, Any]) -
     d = draw_jobs(s)
     # When the model runs and the reference is fed the same samples
     jobs = simulate(s).jobs
-    starts, ends = fcfs_reference(d.time, d.service, servers=10)
-    # Then every job starts and finishes at exactly the same time
+    arrived = jobs["enqueued"].to_numpy()
+    starts, ends = fcfs_reference(arrived, d.service, servers=10)
+    # Then jobs arrived at the drawn times (at most one ulp later, where floats cannot add up exactly) ...
     assert len(jobs) == len(d) > 15000
-    assert np.array_equal(jobs["enqueued"].to_numpy(), d.time)
+    assert np.all((arrived >= d.time) & (arrived <= np.nextafter(d.time, np.inf)))
+    # ... and every job starts and finishes at exactly the same time as in the reference
     assert np.array_equal(jobs["started"].to_numpy(), starts)
     assert np.array_equal(jobs["finished"].to_numpy(), ends)
     assert (jobs["started"] > jobs["enqueued"]).mean() > 0.2  # queueing happened
@@ -184,7 +186,7 @@ def test_fcfs_matches_reference_over_parameters(workers: int, concurrency: int, 
                  pools=[{"name": "p", "queues": ["q"], "workers": workers, "concurrency": concurrency}])
     d = draw_jobs(s)
     jobs = simulate(s).jobs
-    starts, ends = fcfs_reference(d.time, d.service, servers=c)
+    starts, ends = fcfs_reference(jobs["enqueued"].to_numpy(), d.service, servers=c)
     assert np.array_equal(jobs["started"].to_numpy(), starts)
     assert np.array_equal(jobs["finished"].to_numpy(), ends)
 
@@ -347,3 +349,83 @@ def test_retry_settings_without_failures_are_fine() -> None:
                         "arrival": {"kind": "poisson", "rate": 1.0}, "service": {"kind": "constant", "mean": 0.1}}])
     r = simulate(s)
     assert (r.jobs["attempts"] == 1).all() and (r.jobs["outcome"] == "completed").all()
+
+
+# --------------------------------------------------------------------------- dispatch invariants
+
+
+@st.composite
+def systems(draw: st.DrawFn) -> Scenario:
+    """Random small systems: 1-3 queues (some limited), 1-3 pools with any policy, 1-4 job types."""
+    nq = draw(st.integers(1, 3))
+    queues = [{"name": f"q{i}"} | ({"concurrency_limit": draw(st.integers(1, 3))} if draw(st.booleans()) else {})
+              for i in range(nq)]
+    pools = []
+    for i in range(draw(st.integers(1, 3))):
+        served = draw(st.lists(st.sampled_from([q["name"] for q in queues]), min_size=1, max_size=nq, unique=True))
+        pools.append({"name": f"p{i}", "queues": served, "policy": draw(st.sampled_from(["priority", "ordered", "wrr"])),
+                      "weights": {q: draw(st.sampled_from([0.5, 1, 2, 5])) for q in served},
+                      "workers": draw(st.integers(1, 3)), "concurrency": draw(st.integers(1, 3))})
+    unserved = {q["name"] for q in queues} - {q for p in pools for q in p["queues"]}
+    if unserved:
+        pools[0]["queues"] += sorted(unserved)
+        pools[0]["weights"] |= {q: 1 for q in unserved}
+    jobs = [{"name": f"j{i}", "queue": draw(st.sampled_from([q["name"] for q in queues])),
+             "priority": draw(st.integers(0, 2)),
+             "arrival": {"kind": "poisson", "rate": draw(st.floats(0.2, 4.0))},
+             "service": draw(st.sampled_from([{"kind": "exponential", "mean": 0.7}, {"kind": "constant", "mean": 0.5}]))}
+            for i in range(draw(st.integers(1, 4)))]
+    return Scenario.from_dict({"name": "h", "seed": draw(st.integers(0, 1000)), "duration": 25.0,
+                               "queues": queues, "jobs": jobs, "pools": pools})
+
+
+def _running_at(jobs: pd.DataFrame, t: float) -> pd.DataFrame:
+    return jobs[(jobs["started"] <= t) & (jobs["finished"] > t)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(s=systems())
+def test_dispatch_is_work_conserving_and_respects_every_limit(s: Scenario) -> None:
+    jobs = simulate(s).jobs
+    assert (jobs["outcome"] == "completed").all()
+    assert (jobs["started"] >= jobs["enqueued"]).all()
+    pool_of_worker = {f"{p.name}-{w}": p for p in s.pools for w in range(p.workers)}
+    # at every start, no worker runs more than its concurrency and no queue exceeds its limit
+    for t in jobs["started"].unique():
+        running = _running_at(jobs, t)
+        per_worker = running["worker"].value_counts()
+        assert all(per_worker[w] <= pool_of_worker[w].concurrency for w in per_worker.index)
+        for q in s.queues:
+            if q.concurrency_limit is not None:
+                assert (running["queue"] == q.name).sum() <= q.concurrency_limit
+    # a job that waited had no idle slot available: at the middle of its wait, every pool serving
+    # its queue was full, or its queue was at its concurrency limit
+    waited = jobs[jobs["started"] > jobs["enqueued"]]
+    for job in waited.itertuples(index=False):
+        t = (job.enqueued + job.started) / 2
+        running = _running_at(jobs, t)
+        limit = s.queue(job.queue).concurrency_limit
+        if limit is not None and (running["queue"] == job.queue).sum() >= limit:
+            continue
+        busy = running["worker"].map(lambda w: pool_of_worker[w].name).value_counts()
+        for p in s.pools:
+            if job.queue in p.queues:
+                assert busy.get(p.name, 0) == p.slots, (job, p.name)
+
+
+def test_a_reopened_queue_is_offered_to_every_pool() -> None:
+    # Given q limited to 1 active job, pool "p" taking r before q, and pool "p2" serving only q
+    s = scenario(
+        duration=1.0,
+        queues=[{"name": "q", "concurrency_limit": 1}, {"name": "r"}],
+        jobs=[{"name": "jq", "queue": "q", "arrival": {"kind": "burst", "rate": 3.0, "size": 3},
+               "service": {"kind": "constant", "mean": 1.0}},
+              {"name": "jr", "queue": "r", "arrival": {"kind": "constant", "rate": 2.0},
+               "service": {"kind": "constant", "mean": 1.0}}],
+        pools=[{"name": "p", "queues": ["r", "q"], "policy": "ordered"}, {"name": "p2", "queues": ["q"]}],
+    )
+    jobs = simulate(s).jobs
+    q = jobs[jobs["queue"] == "q"].sort_values("started")
+    # When p's q-job ends at t=1, p takes the r-job it prefers, and q (open again) goes to p2 at once
+    assert q["started"].tolist() == [0.0, 1.0, 2.0]
+    assert q["worker"].tolist()[1] == "p2-0"
