@@ -128,7 +128,16 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
 
 
 class Model:
-    """One run of a scenario over drawn jobs (see the module docstring)."""
+    """One run of a scenario over drawn jobs (see the module docstring).
+
+    :func:`simulate` draws the jobs with :func:`~qsim.model.arrivals.draw_jobs`;
+    tests and notebooks may build a :class:`~qsim.model.arrivals.JobDraws` by
+    hand (arrival times, type indexes, service times) and run it::
+
+        result = Model(scenario, JobDraws(time=t, type=k, service=s), seed=0).run()
+
+    A model runs once.
+    """
 
     def __init__(self, scenario: Scenario, draws: JobDraws, *, seed: int) -> None:
         self.scenario = scenario

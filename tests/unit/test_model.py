@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qsim.errors import NotSupportedError
-from qsim.model import ModelResult, draw_jobs, simulate, stream
+from qsim.model import JobDraws, Model, ModelResult, draw_jobs, simulate, stream
 from qsim.records import JOB_COLUMNS
 from qsim.scenario import Scenario
 
@@ -429,3 +429,26 @@ def test_a_reopened_queue_is_offered_to_every_pool() -> None:
     # When p's q-job ends at t=1, p takes the r-job it prefers, and q (open again) goes to p2 at once
     assert q["started"].tolist() == [0.0, 1.0, 2.0]
     assert q["worker"].tolist()[1] == "p2-0"
+
+
+def test_the_model_runs_precomputed_draws() -> None:
+    # Given hand-made arrivals and service times (the documented way to feed a reference)
+    s = scenario(pools=[{"name": "p", "queues": ["q"], "workers": 2}])
+    draws = JobDraws(time=np.array([0.0, 0.0, 0.0, 0.5, 4.0]), type=np.zeros(5, dtype=np.int64),
+                     service=np.array([1.0, 2.0, 1.0, 1.0, 0.25]))
+    # When the model runs them
+    jobs = Model(s, draws, seed=0).run().jobs
+    # Then two slots serve them first come, first served
+    assert jobs["started"].tolist() == [0.0, 0.0, 1.0, 2.0, 4.0]
+    assert jobs["finished"].tolist() == [1.0, 2.0, 2.0, 3.0, 4.25]
+
+
+def test_the_slot_idle_longest_takes_the_next_job_across_pools() -> None:
+    # Given two one-worker pools on the same queue, jobs at 0, 0.1, 3 and 3.5, services 2, 0.5, 1, 1
+    s = scenario(pools=[{"name": "p1", "queues": ["q"]}, {"name": "p2", "queues": ["q"]}])
+    draws = JobDraws(time=np.array([0.0, 0.1, 3.0, 3.5]), type=np.zeros(4, dtype=np.int64),
+                     service=np.array([2.0, 0.5, 1.0, 1.0]))
+    jobs = Model(s, draws, seed=0).run().jobs
+    # Then p1 takes the first (a tie: the pool listed first), p2 the second (p1 busy); at 3.0 p2
+    # (free since 0.6) has been idle longer than p1 (free since 2.0); at 3.5 only p1 is free
+    assert jobs["worker"].tolist() == ["p1-0", "p2-0", "p2-0", "p1-0"]
