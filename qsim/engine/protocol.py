@@ -56,16 +56,16 @@ class JobSpec(NamedTuple):
 
 
 class Fetched(NamedTuple):
-    """One job taken by ``fetch``: raw strings from the hash."""
+    """One job taken by ``fetch``: raw strings from the hash (a corrupt hash may hold anything)."""
 
     id: str
     token: str
     name: str
     data: str
-    attempts_made: int
-    max_attempts: int
+    attempts_made: str
+    max_attempts: str
     backoff: str
-    timeout: float
+    timeout: str
 
 
 def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
@@ -88,7 +88,7 @@ def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix:
 
 
 def parse_fetch(reply: str) -> list[Fetched]:
-    return [Fetched(r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), r[6], float(r[7] or 0)) for r in json.loads(reply)]
+    return [Fetched(*r) for r in json.loads(reply)]
 
 
 def complete_call(

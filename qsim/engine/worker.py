@@ -44,6 +44,7 @@ from qsim.engine.payload import (
     scrub_text,
 )
 from qsim.engine.protocol import (
+    Fetched,
     complete_call,
     extend_lock_call,
     fail_call,
@@ -353,6 +354,12 @@ class Worker:
         try:
             try:
                 replies = await run_calls_async(self.client, self.scripts, calls)
+            except redis.exceptions.ResponseError as e:
+                # Not a connection problem: resending the same batch would fail again. Drop it; the
+                # jobs' locks expire and stalled-job recovery puts them back (at-least-once).
+                logger.error("Redis refused a batch of %s results (%s); their jobs will be recovered as stalled",
+                             len(acks) + len(fails) + len(rels), e)
+                return
             except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
                 self._acks[:0], self._fails[:0], self._releases[:0] = acks, fails, rels
                 if self._stopped:
@@ -411,24 +418,31 @@ class Worker:
         self._next_promote = 0.0
         self._wake.set()
 
-    def _start(self, got: list[Any]) -> None:
+    def _start(self, got: list[Fetched]) -> None:
         for f in got:
-            bo = self._backoffs.get(f.backoff)
-            if bo is None and f.backoff:
-                try:
-                    bo = self._backoffs[f.backoff] = Backoff.from_json(f.backoff)
-                except (ValueError, KeyError, TypeError):
-                    bo = None
-            job = Job(f.id, f.name, None, f.attempts_made + 1, self.queue, f.max_attempts, f.timeout, bo,
-                      f.token, self)
             try:
-                job.data = json.loads(f.data)
-            except ValueError as e:
-                logger.error("job %s of queue %s has corrupt data (%s): moving it to the DLQ", f.id, self.queue, e)
-                err = PayloadError(f"job data is not valid JSON: {e}")
+                job = self._job(f)
+            except (ValueError, KeyError, TypeError, PayloadError) as e:
+                logger.error("job %s of queue %s is corrupt (%s): moving it to the DLQ", f.id, self.queue, e)
+                job = Job(f.id, f.name, None, 1, self.queue, 1, 0.0, None, f.token, self)
+                err = e if isinstance(e, PayloadError) else PayloadError(f"job hash is corrupt: {e}")
                 self._fails.append((job, f"PayloadError: {err}", "", -1, err))
                 continue
             self._active[f.id] = (job, asyncio.ensure_future(self._run_job(job)))
+
+    def _job(self, f: Fetched) -> Job:
+        """Build the handler's Job from a fetched hash; raises on corrupt fields."""
+        if not f.name:
+            raise PayloadError("job hash is corrupt: it has no name")
+        bo = self._backoffs.get(f.backoff)
+        if bo is None and f.backoff:
+            bo = self._backoffs[f.backoff] = Backoff.from_json(f.backoff)
+        try:
+            data = json.loads(f.data)
+        except ValueError as e:
+            raise PayloadError(f"job data is not valid JSON: {e}") from e
+        return Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queue, int(f.max_attempts),
+                   float(f.timeout or 0), bo, f.token, self)
 
     async def _run_job(self, job: Job) -> None:
         try:

@@ -188,18 +188,21 @@ def test_corrupt_job_goes_to_the_dlq_and_the_worker_keeps_going(redis_url: str, 
     async def main() -> None:
         q = AsyncQueue("q", redis=redis_url)
         await q.add("t", {}, job_id="bad")
+        await q.add("t", {}, job_id="nameless")
         await q.add("t", {}, job_id="good")
         redis_client.hset(q.keys.job("bad"), "data", "{not json")
+        redis_client.hdel(q.keys.job("nameless"), "name", "max_attempts")
 
         async def handler(job: Job) -> int:
             return 1
 
         w = Worker("q", handler, redis=redis_url, **FAST)
-        await run_worker_until(w, done(q, 1))
-        await asyncio.sleep(0.05)
+        await run_worker_until(w, done(q, 2, "dead"))
         bad = await q.get_job("bad")
         assert bad.state == "dead" and bad.error.startswith("PayloadError: job data is not valid JSON")  # type: ignore[union-attr]
         assert bad.data_error is not None
+        nameless = await q.get_job("nameless")
+        assert nameless.state == "dead" and "no name" in nameless.error  # type: ignore[operator]
         assert (await q.get_job("good")).state == "completed"
         await q.close()
 
@@ -292,6 +295,52 @@ def test_retention_trims_completed_jobs(redis_url: str) -> None:
 
         await run_worker_until(w, drained)
         assert (await q.counts())["completed"] == 5 and len(await q.job_records()) == 5
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_locks_are_renewed_while_a_long_job_runs(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("long", {}, job_id="L")
+
+        async def handler(job: Job) -> str:
+            await asyncio.sleep(1.2)  # > 2 lock durations
+            return "done"
+
+        w = Worker("q", handler, redis=redis_url, lock_duration=0.4, stalled_interval=0.1, handle_signals=False)
+        await run_worker_until(w, done(q, 1))
+        job = await q.get_job("L")
+        assert job.stalled == 0 and [a.outcome for a in job.attempts] == ["completed"]
+        assert job.returnvalue == "done"
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_retention_by_age(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.set_retention(keep_count=None, keep_age=0.2)
+        await q.add("t", {}, job_id="old")
+
+        async def handler(job: Job) -> None:
+            return None
+
+        w = Worker("q", handler, redis=redis_url, **FAST)
+        task = asyncio.ensure_future(w.run())
+        async with asyncio.timeout(5):
+            while (await q.counts())["completed"] < 1:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)
+            await q.add("t", {}, job_id="new")  # its completion trims what is older than 0.2 s
+            while (await q.counts())["waiting"] or (await q.counts())["active"]:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+        await w.close()
+        await task
+        assert [r.id for r in await q.job_records()] == ["new"]
         await q.close()
 
     asyncio.run(main())

@@ -13,7 +13,8 @@ ARGV[5] token prefix; job k of this call gets the lock token "<prefix>:<k>"
 Returns one JSON string (one bulk reply, cheap to parse): an array with one
 array per job: [id, token, name, data, attempts_made, max_attempts, backoff,
 timeout], all strings. "[]" when the queue is paused or empty. Ids whose
-hash is gone are dropped.
+hash is gone are dropped; a hash missing fields is returned with "" for
+them (the worker sends it to the DLQ).
 ]]
 if redis.call('HGET', KEYS[3], 'paused') == '1' then
   return '[]'
@@ -30,7 +31,7 @@ for i = 1, #popped, 2 do
   local id = popped[i]
   local jk = prefix .. id
   local f = redis.call('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at')
-  if f[1] then
+  if f[1] or redis.call('EXISTS', jk) == 1 then
     k = k + 1
     local tok = ARGV[5] .. ':' .. k
     if f[7] then
@@ -40,7 +41,7 @@ for i = 1, #popped, 2 do
         'started_at', now_s)
     end
     redis.call('ZADD', KEYS[2], expiry, id)
-    out[k] = {id, tok, f[1], f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0'}
+    out[k] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0'}
   end
 end
 if #popped > 0 and redis.call('ZCARD', KEYS[1]) > 0 and redis.call('LLEN', KEYS[4]) == 0 then

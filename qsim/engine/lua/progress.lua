@@ -15,6 +15,6 @@ if f[1] ~= ARGV[4] or f[2] ~= 'active' then
   return -1
 end
 redis.call('HSET', jk, 'progress', ARGV[5])
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'event', 'progress', 'job', ARGV[3], 'name', f[3],
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'event', 'progress', 'job', ARGV[3], 'name', f[3] or '',
   'progress', ARGV[5])
 return 1
