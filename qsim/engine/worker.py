@@ -35,6 +35,7 @@ from qsim.engine.backoff import Backoff
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.maintenance import recover_stalled, renew_locks
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_REDACT,
@@ -46,13 +47,11 @@ from qsim.engine.payload import (
 from qsim.engine.protocol import (
     Fetched,
     complete_call,
-    extend_lock_call,
     fail_call,
     fetch_call,
     parse_fetch,
     progress_call,
     promote_call,
-    recover_stalled_call,
     release_call,
 )
 from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, DEFAULT_KEEP_COMPLETED
@@ -212,7 +211,13 @@ class Worker:
         self._running = True
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)
-        side = [asyncio.ensure_future(self._extend_loop()), asyncio.ensure_future(self._stalled_loop())]
+        side = [
+            asyncio.ensure_future(renew_locks(self.client, self.scripts, self.keys, self._lock_ms,
+                                              self.lock_duration / 2, self._held)),
+            asyncio.ensure_future(recover_stalled(self.client, self.scripts, self.keys, self.events_maxlen,
+                                                  self.max_stalled, self.stalled_interval,
+                                                  lambda jid: self._emitter.emit("stalled", jid))),
+        ]
         logger.info("worker %s started on queue %s (concurrency %s)", self.id, self.queue, self.concurrency)
         try:
             await self._loop()
@@ -511,40 +516,9 @@ class Worker:
                        "recovered elsewhere)", job.id, what)
         self._emitter.emit("lock_lost", job)
 
-    # -- side tasks -----------------------------------------------------------
-    async def _extend_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.lock_duration / 2)
-            jobs = [j for j, _ in self._active.values()]
-            jobs += [a[0] for a in self._acks] + [f[0] for f in self._fails]
-            if not jobs:
-                continue
-            try:
-                lost = (await run_calls_async(self.client, self.scripts, [
-                    extend_lock_call(self.keys, self._lock_ms, [(j.id, j.token) for j in jobs])]))[0]
-            except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
-                logger.warning("could not renew %s locks: %s", len(jobs), e)
-                continue
-            if lost:
-                by_id = {j.id: j for j in jobs}
-                for jid in lost:
-                    if jid in by_id and not by_id[jid].lock_lost:
-                        by_id[jid].lock_lost = True
-                        logger.warning("job %s: lock lost while running", jid)
-
-    async def _stalled_loop(self) -> None:
-        while True:
-            try:
-                requeued, dead = (await run_calls_async(self.client, self.scripts, [
-                    recover_stalled_call(self.keys, self.events_maxlen, self.max_stalled)]))[0]
-                if requeued or dead:
-                    logger.warning("queue %s: %s stalled jobs put back, %s moved to the DLQ (max_stalled=%s)",
-                                   self.queue, len(requeued), len(dead), self.max_stalled)
-                    for jid in [*requeued, *dead]:
-                        self._emitter.emit("stalled", jid)
-            except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
-                logger.warning("stalled-job check failed: %s", e)
-            await asyncio.sleep(self.stalled_interval)
+    def _held(self) -> list[Job]:
+        """Jobs whose lock this worker holds: running, or finished but not yet acknowledged."""
+        return [j for j, _ in self._active.values()] + [a[0] for a in self._acks] + [f[0] for f in self._fails]
 
     async def _report_progress(self, job: Job, value: Any) -> None:
         text = encode_payload(redact(value, self.redact_fields), what="progress", max_bytes=self.max_payload,

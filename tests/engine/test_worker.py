@@ -88,9 +88,9 @@ def test_idle_worker_picks_up_within_milliseconds_and_delayed_on_time(redis_url:
         assert await w.close() == EXIT_DRAINED
         await task
         waits = [(r.started_at - r.enqueued_at) for r in await q.job_records() if r.id != "late"]  # type: ignore[operator]
-        assert statistics.median(waits) < 0.005 and max(waits) < 0.05, waits
+        assert statistics.median(waits) < 0.005 and max(waits) < 0.1, waits
         late = await q.get_job("late")
-        assert 0.3 <= late.started_at - late.enqueued_at < 0.4  # type: ignore[operator]
+        assert 0.3 <= late.started_at - late.enqueued_at < 0.45  # type: ignore[operator]
         await q.close()
 
     asyncio.run(main())
@@ -119,7 +119,7 @@ def test_retries_follow_the_backoff_then_dead_letter(redis_url: str, redis_clien
         a = dead.attempts
         assert [x.outcome for x in a] == ["failed"] * 3
         gap1, gap2 = a[1].start - a[0].end, a[2].start - a[1].end
-        assert 0.2 <= gap1 < 0.3 and 0.4 <= gap2 < 0.5, (gap1, gap2)
+        assert 0.2 <= gap1 < 0.35 and 0.4 <= gap2 < 0.55, (gap1, gap2)
         assert dead.finished_at == a[2].end
         events = [e["event"] for e in await q.events()]
         assert events == ["failed", "retrying", "failed", "retrying", "failed", "dead"]

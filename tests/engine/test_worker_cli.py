@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis

@@ -1,0 +1,65 @@
+"""A worker's two side tasks: batched lock renewal and stalled-job recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from qsim.engine.job import Job
+from qsim.engine.keys import QueueKeys
+from qsim.engine.protocol import extend_lock_call, recover_stalled_call
+from qsim.engine.scripts import CONNECTION_ERRORS, ScriptSet, run_calls_async
+
+__all__ = ["renew_locks", "recover_stalled"]
+
+logger = logging.getLogger(__name__)
+
+
+async def renew_locks(
+    client: Any, scripts: ScriptSet, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]]
+) -> None:
+    """Every ``interval`` s, renew the locks of all ``held()`` jobs in one script call.
+
+    A job whose lock turns out to be lost gets ``job.lock_lost = True`` (its
+    completion will be refused). Redis errors are logged; the loop goes on.
+    """
+    while True:
+        await asyncio.sleep(interval)
+        jobs = held()
+        if not jobs:
+            continue
+        try:
+            lost = (await run_calls_async(client, scripts, [
+                extend_lock_call(keys, lock_ms, [(j.id, j.token) for j in jobs])]))[0]
+        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+            logger.warning("could not renew %s locks: %s", len(jobs), e)
+            continue
+        if lost:
+            by_id = {j.id: j for j in jobs}
+            for jid in lost:
+                if jid in by_id and not by_id[jid].lock_lost:
+                    by_id[jid].lock_lost = True
+                    logger.warning("job %s: lock lost while running", jid)
+
+
+async def recover_stalled(
+    client: Any, scripts: ScriptSet, keys: QueueKeys, maxlen: int, max_stalled: int, interval: float,
+    on_stalled: Callable[[str], None],
+) -> None:
+    """Now and every ``interval`` s, put back (or kill) jobs whose lock expired."""
+    while True:
+        try:
+            requeued, dead = (await run_calls_async(client, scripts, [
+                recover_stalled_call(keys, maxlen, max_stalled)]))[0]
+            if requeued or dead:
+                logger.warning("queue %s: %s stalled jobs put back, %s moved to the DLQ (max_stalled=%s)",
+                               keys.queue, len(requeued), len(dead), max_stalled)
+                for jid in [*requeued, *dead]:
+                    on_stalled(jid)
+        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+            logger.warning("stalled-job check failed: %s", e)
+        await asyncio.sleep(interval)
