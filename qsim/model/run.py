@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import simpy
 from simpy.events import Event, Timeout
@@ -51,7 +52,7 @@ from qsim.model.limits import ConcurrencyLimit, Gate
 from qsim.model.queues import Queues
 from qsim.model.state import COMPLETED, JobTable
 from qsim.model.support import check_supported
-from qsim.model.timeseries import ENDED, ENQUEUED, N_KINDS, STARTED, TimeSeries
+from qsim.model.timeseries import Changes, ChangeLog, timeseries_frame
 from qsim.records import Records
 from qsim.scenario import Scenario
 from qsim.summary import summarize
@@ -178,7 +179,7 @@ class Model:
         self.running = [-1] * slot  # job on each slot, -1 when free
         self.dispatcher = Dispatcher(pools, self.queues, slot, self.start_attempt)
 
-        self.timeseries = TimeSeries()
+        self.changes = ChangeLog()  # queue changes the job table cannot describe (none in the core)
         self.feed = ArrivalFeed(env, draws.time, self.enqueue, self.jobs.enqueued)
         self.settled = 0
         self.done = Event(env)
@@ -206,7 +207,6 @@ class Model:
         self._pool_of_slot, self._idle_since = d.pool_of_slot, d.idle_since
         # the one pool serving each queue (None when several do: Dispatcher.offer chooses)
         self._solo = [pools[0] if len(pools) == 1 else None for pools in d.pools_of]
-        self._log_time, self._log_code = self.timeseries.log_time, self.timeseries.log_code
         self._on_end, self._slot_worker, self._running = self.attempt_ended, self.slot_worker, self.running
 
     def enqueue(self, job: int) -> None:
@@ -214,8 +214,6 @@ class Model:
         q = self._job_queue[job]
         heap = self._heaps[q]
         pool = self._solo[q]
-        self._log_time(self.env.now)
-        self._log_code(q * N_KINDS + ENQUEUED)
         if pool is not None and pool.free and not heap and self._open[q]:
             # Fast path: nothing waits in q and the one pool serving it has a free slot,
             # so (at rest) none of the pool's queues holds a startable job: whatever the
@@ -241,8 +239,6 @@ class Model:
         self._active[q] += 1
         if self._gates[q]:
             self.queues.gates_started(q, now)
-        self._log_time(now)
-        self._log_code(q * N_KINDS + STARTED)
         self._running[slot] = job
         Timeout(env, self._service[job], slot).callbacks.append(self._on_end)
 
@@ -257,8 +253,6 @@ class Model:
         q = self._job_queue[job]
         self._active[q] -= 1
         reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
-        self._log_time(now)
-        self._log_code(q * N_KINDS + ENDED)
         if self.attempt_result is None:  # no mechanism can fail an attempt: it succeeded
             self.settle(job, COMPLETED, now)
         else:
@@ -317,13 +311,38 @@ class Model:
         if not self.done.triggered:
             self.done.succeed()
 
+    def timeseries_changes(self) -> list[Changes]:
+        """Every change of queue depth and active jobs (see :mod:`qsim.model.timeseries`).
+
+        The core's jobs run one attempt each, so the job table says it all:
+        enqueued (waiting + 1), started (waiting - 1, active + 1), finished
+        (active - 1). Mechanisms with several attempts or re-enqueues replace
+        the started/finished part with their attempt records and add their
+        :attr:`changes`.
+        """
+        j = self.jobs
+        q = np.asarray(j.queue, dtype=np.int64)
+        enqueued = np.frombuffer(j.enqueued, dtype=np.float64)
+        started = np.frombuffer(j.started, dtype=np.float64)
+        finished = np.frombuffer(j.finished, dtype=np.float64)
+        arrived = np.ones(j.n, dtype=bool)
+        arrived[self.feed.next:len(self.feed.times)] = False  # drawn jobs still to come when the run stopped
+        ran, ended = ~np.isnan(started), ~np.isnan(finished)
+        one = np.ones(j.n, dtype=np.int64)
+        return [
+            (enqueued[arrived], q[arrived], one[arrived], 0 * one[arrived]),
+            (started[ran], q[ran], -one[ran], one[ran]),
+            (finished[ended], q[ended], 0 * one[ended], -one[ended]),
+            self.changes.changes(),
+        ]
+
     def result(self) -> ModelResult:
         """Records, time series and Summary of the run so far."""
         s = self.scenario
         jobs = self.jobs.frame(type_names=self.type_names, queue_names=self.queue_names,
                                worker_names=self.worker_names)
-        timeseries, names = self.timeseries, self.queue_names
+        changes, names = self.timeseries_changes(), self.queue_names
         records = Records(jobs=jobs, slots=((0.0, self.n_slots),),
-                          extra=LazyFrames({"timeseries": lambda: timeseries.frame(names)}))
+                          extra=LazyFrames({"timeseries": lambda: timeseries_frame(names, changes)}))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
         return ModelResult(scenario=s, seed=self.seed, records=records, summary=summary)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from qsim.errors import NotSupportedError
 from qsim.model import JobDraws, Model, ModelResult, draw_jobs, simulate, stream
+from qsim.model.timeseries import ChangeLog, timeseries_frame
 from qsim.records import JOB_COLUMNS
 from qsim.scenario import Scenario
 
@@ -452,3 +453,18 @@ def test_the_slot_idle_longest_takes_the_next_job_across_pools() -> None:
     # Then p1 takes the first (a tie: the pool listed first), p2 the second (p1 busy); at 3.0 p2
     # (free since 0.6) has been idle longer than p1 (free since 2.0); at 3.5 only p1 is free
     assert jobs["worker"].tolist() == ["p1-0", "p2-0", "p2-0", "p1-0"]
+
+
+def test_timeseries_frame_keeps_the_state_after_each_instant_per_queue() -> None:
+    log = ChangeLog()
+    for now, q, w, a in [(1.0, 1, 1, 0), (1.0, 0, 1, 0), (1.0, 0, -1, 1), (2.0, 1, 1, 0), (3.0, 1, -1, 1),
+                         (3.0, 0, 0, -1), (4.0, 1, 0, -1)]:
+        log.add(now, q, w, a)
+    ts = timeseries_frame(["a", "b"], [log.changes()])
+    assert ts.values.tolist() == [
+        [0.0, "a", 0, 0], [0.0, "b", 0, 0],
+        [1.0, "a", 0, 1], [1.0, "b", 1, 0],  # a: arrived and started at once, no blip
+        [2.0, "b", 2, 0],
+        [3.0, "a", 0, 0], [3.0, "b", 1, 1],
+        [4.0, "b", 1, 0],
+    ]
