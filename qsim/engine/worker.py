@@ -268,6 +268,7 @@ class Worker:
         self._blpop: asyncio.Future[Any] | None = None
         self._maybe_ready = True
         self._next_promote = 0.0
+        self._next_due = 0.0  # loop time the next delayed job is due (inf: none)
         self._fetch_seq = 0
         self._exit_code = EXIT_DRAINED
         self._inflight = 0
@@ -323,7 +324,7 @@ class Worker:
             fetch = slots > 0 and (self._maybe_ready or promote)
             if self._inflight >= self.max_inflight or not (pending or fetch):
                 if slots > 0 and self._blpop is None and not self._inflight:
-                    self._start_blpop(max(0.001, min(self.block_timeout, self._next_promote - now)))
+                    self._start_blpop(max(0.001, min(self.block_timeout, self._next_due - now)))
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -394,8 +395,8 @@ class Worker:
             if promote:
                 left = int(replies[i])
                 i += 1
-                if left >= 0:
-                    self._next_promote = min(self._next_promote, loop.time() + left / 1000.0)
+                self._next_due = loop.time() + left / 1000.0 if left >= 0 else float("inf")
+                self._next_promote = min(self._next_promote, self._next_due)
             if n:
                 got = parse_fetch(replies[i])
                 self._maybe_ready = len(got) >= n

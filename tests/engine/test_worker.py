@@ -344,3 +344,25 @@ def test_retention_by_age(redis_url: str) -> None:
         await q.close()
 
     asyncio.run(main())
+
+
+def test_idle_worker_blocks_instead_of_polling(redis_url: str, redis_client: redis.Redis) -> None:
+    def script_calls() -> int:
+        stats = redis_client.info("commandstats")
+        return sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_blpop"))
+
+    async def main() -> None:
+        async def handler(job: Job) -> None:
+            return None
+
+        w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await asyncio.sleep(0.3)
+        before = script_calls()
+        await asyncio.sleep(1.0)
+        after = script_calls()
+        await w.close()
+        await task
+        assert after - before <= 1, f"{after - before} calls while idle"
+
+    asyncio.run(main())
