@@ -471,7 +471,8 @@ class Worker:
         except Exception as e:  # noqa: BLE001 - a handler may raise anything
             self._failed(job, e)
         finally:
-            self._active.pop(job.id, None)
+            if self._active.get(job.id, (None,))[0] is job:  # not a newer attempt of the same id
+                del self._active[job.id]
             self._wake.set()
             self._changed.set()
 

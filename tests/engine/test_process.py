@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from conftest import wait_until
+from engine_helpers import wait_until
 from qsim.engine import EXIT_CUT_OFF, AsyncQueue, Job, Queue, Worker
 from qsim.engine import protocol as P
 from qsim.engine.scripts import ScriptSet, run_calls

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from conftest import run_worker_until
+from engine_helpers import run_worker_until
 from qsim.engine import EXIT_CUT_OFF, EXIT_DRAINED, AsyncQueue, Backoff, Job, Worker
 from qsim.errors import UnrecoverableError
 

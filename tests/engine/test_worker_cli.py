@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from conftest import ROOT, wait_until
+from engine_helpers import ROOT, wait_until
 from qsim import worker_cli
 from qsim.engine import Queue
 from tests_redis_port import unused_url
