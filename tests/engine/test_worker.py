@@ -209,7 +209,9 @@ def test_corrupt_job_goes_to_the_dlq_and_the_worker_keeps_going(redis_url: str, 
     asyncio.run(main())
 
 
-def test_sensitive_fields_are_redacted_in_events_errors_and_dlq(redis_url: str) -> None:
+def test_sensitive_fields_are_redacted_in_events_errors_and_dlq(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     async def main() -> None:
         q = AsyncQueue("q", redis=redis_url, redact=("password", "token"))
         await q.add("login", {"user": "bob", "password": "hunter2"}, job_id="x")
@@ -230,6 +232,7 @@ def test_sensitive_fields_are_redacted_in_events_errors_and_dlq(redis_url: str) 
         assert json.loads(ev[0]["progress"]) == {"step": 1, "token": "***"}
         assert progress == [{"step": 1, "token": "abc123"}]  # the handler's own callback sees its value
         assert (await q.get_job("x")).data["password"] == "hunter2"  # stored as given
+        assert "bad password *** for bob" in caplog.text and "hunter2" not in caplog.text
         await q.close()
 
     asyncio.run(main())
@@ -366,3 +369,19 @@ def test_idle_worker_blocks_instead_of_polling(redis_url: str, redis_client: red
         assert after - before <= 1, f"{after - before} calls while idle"
 
     asyncio.run(main())
+
+
+def test_event_stream_is_capped(redis_url: str, redis_client: redis.Redis) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url, events_maxlen=10)
+        await q.add_bulk([("t", {}) for _ in range(500)])
+
+        async def handler(job: Job) -> None:
+            return None
+
+        w = Worker("q", handler, redis=redis_url, events_maxlen=10, **FAST)
+        await run_worker_until(w, done(q, 500))
+        await q.close()
+
+    asyncio.run(main())
+    assert redis_client.xlen("qsim:{q}:events") < 250  # approximate trimming (MAXLEN ~)
