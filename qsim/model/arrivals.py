@@ -96,18 +96,21 @@ def exact_delay(now: float, at: float) -> float:
 class ArrivalFeed:
     """Feeds drawn arrivals into the simulation, one timeout event per distinct time.
 
-    ``on_arrival(i)`` is called for each job in order, at time ``times[i]`` —
-    or, in the rare case floating point cannot reach that time from the
-    previous event, one ulp later; then ``arrived[i]`` (the jobs' ``enqueued``
-    column) is set to the actual time, so that ``enqueued <= started`` always
-    holds. Simultaneous arrivals (bursts) share one event.
+    At time ``times[i]`` the feed calls ``on_arrival(i)``; jobs arriving at the
+    same instant (a burst, added in bulk) go together to ``on_batch([i, ...])``,
+    so they are all queued before any of them starts and the best priority
+    runs first. If floating point cannot reach a drawn time from the previous
+    event, the arrival fires one ulp later and ``arrived[i]`` (the jobs'
+    ``enqueued`` column) is set to the actual time, so that ``enqueued <=
+    started`` always holds.
     """
 
-    def __init__(self, env: simpy.Environment, times: np.ndarray, on_arrival: Callable[[int], None],
-                 arrived: MutableSequence[float]) -> None:
+    def __init__(self, env: simpy.Environment, times: np.ndarray, *, on_arrival: Callable[[int], None],
+                 on_batch: Callable[[list[int]], None], arrived: MutableSequence[float]) -> None:
         self.env = env
         self.times = times.tolist()
         self.on_arrival = on_arrival
+        self.on_batch = on_batch
         self.arrived = arrived
         self.next = 0
 
@@ -127,17 +130,20 @@ class ArrivalFeed:
         times, i = self.times, self.next
         at = times[i]
         now = self.env.now  # == at, or one ulp later (see exact_delay)
-        on_arrival, n = self.on_arrival, len(times)
-        while True:
-            if now != at:
-                self.arrived[i] = now
-            on_arrival(i)
-            i += 1
-            if i >= n or times[i] != at:  # simultaneous arrivals: one event
-                break
-        self.next = i
-        if i < n:  # schedule the next arrival (self._schedule, inlined)
-            at = times[i]
+        n = len(times)
+        j = i + 1
+        while j < n and times[j] == at:
+            j += 1
+        if now != at:
+            for k in range(i, j):
+                self.arrived[k] = now
+        if j == i + 1:
+            self.on_arrival(i)
+        else:
+            self.on_batch(list(range(i, j)))
+        self.next = j
+        if j < n:  # schedule the next arrival (self._schedule, inlined)
+            at = times[j]
             d = at - now
             if now + d != at:
                 d = exact_delay(now, at)

@@ -180,7 +180,8 @@ class Model:
         self.dispatcher = Dispatcher(pools, self.queues, slot, self.start_attempt)
 
         self.changes = ChangeLog()  # queue changes the job table cannot describe (none in the core)
-        self.feed = ArrivalFeed(env, draws.time, self.enqueue, self.jobs.enqueued)
+        self.feed = ArrivalFeed(env, draws.time, on_arrival=self.enqueue, on_batch=self.enqueue_batch,
+                                arrived=self.jobs.enqueued)
         self.settled = 0
         self.done = Event(env)
         self.horizon = scenario.duration + float(draws.service.sum()) + 1.0
@@ -227,6 +228,20 @@ class Model:
             self._offer(q)
         elif pool.free:
             self._fill(pool)
+
+    def enqueue_batch(self, jobs: list[int]) -> None:
+        """Several jobs become waiting at the same instant (added in bulk): all are
+        queued before the pools are offered their queues, so the best priority starts first."""
+        queues, heaps, queue_of, priority_of = self.queues, self._heaps, self._job_queue, self._job_priority
+        touched: list[int] = []
+        for job in jobs:
+            q = queue_of[job]
+            queues.seq += 1
+            heappush(heaps[q], (priority_of[job], queues.seq, job))
+            if q not in touched:
+                touched.append(q)
+        for q in touched:
+            self._offer(q)
 
     def start_attempt(self, job: int, q: int, slot: int) -> None:
         """Start an attempt of ``job`` (taken from queue ``q``) on ``slot`` now."""
