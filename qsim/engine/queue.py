@@ -298,9 +298,36 @@ class Queue(QueueCore):
     def _run(self, op: Op[Any], where: str) -> Any:
         return run_op(self.client, self.scripts, op, f"{where} on queue {self.name!r}")
 
-    def add(self, name: str, data: Any = None, **options: Any) -> EnqueuedJob:
-        """Add one job; options as :meth:`QueueCore.spec`. An existing ``job_id`` is a no-op."""
-        return self._run(self.op_add([self.spec(name, data, **options)]), "add")[0]  # type: ignore[no-any-return]
+    def add(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        attempts: int = 1,
+        backoff: Backoff | None = None,
+        timeout: float = 0.0,
+        job_id: str | None = None,
+    ) -> EnqueuedJob:
+        """Add one job.
+
+        Args:
+            name: Job type.  data: JSON payload.
+            priority: 0 runs first; equal priorities are FIFO.
+            delay: Seconds before the job may run.
+            attempts: Total attempts before the dead-letter queue.
+            backoff: Delay between attempts (``Backoff.fixed`` / ``Backoff.exponential``).
+            timeout: Per-attempt timeout in seconds (0 = none).
+            job_id: Your id; adding an existing id again is a no-op (``created=False``).
+
+        Raises:
+            PayloadError: ``data`` is not plain JSON or too large (nothing is written).
+            RedisUnavailable: Redis cannot be reached.
+        """
+        spec = self.spec(name, data, priority=priority, delay=delay, attempts=attempts, backoff=backoff,
+                         timeout=timeout, job_id=job_id)
+        return self._run(self.op_add([spec]), "add")[0]  # type: ignore[no-any-return]
 
     def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
         """Add many ``(name, data[, options])`` jobs in one round trip."""
@@ -375,8 +402,22 @@ class AsyncQueue(QueueCore):
     async def _run(self, op: Op[Any], where: str) -> Any:
         return await run_op_async(self.client, self.scripts, op, f"{where} on queue {self.name!r}")
 
-    async def add(self, name: str, data: Any = None, **options: Any) -> EnqueuedJob:
-        return (await self._run(self.op_add([self.spec(name, data, **options)]), "add"))[0]  # type: ignore[no-any-return]
+    async def add(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        priority: int = 0,
+        delay: float = 0.0,
+        attempts: int = 1,
+        backoff: Backoff | None = None,
+        timeout: float = 0.0,
+        job_id: str | None = None,
+    ) -> EnqueuedJob:
+        """Add one job (see :meth:`Queue.add`)."""
+        spec = self.spec(name, data, priority=priority, delay=delay, attempts=attempts, backoff=backoff,
+                         timeout=timeout, job_id=job_id)
+        return (await self._run(self.op_add([spec]), "add"))[0]  # type: ignore[no-any-return]
 
     async def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
         specs = self.bulk_specs(self, jobs)
