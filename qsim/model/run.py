@@ -29,7 +29,8 @@ Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
 no workers), it stops at the horizon ``duration + (total service time of all
 jobs) + 1 s`` — by then even a single slot working from ``duration`` on would
-have finished every job — and jobs not done are ``unfinished``.
+have finished every job — and jobs not done are ``unfinished`` (their
+``finished`` is NaN; a job running at the horizon keeps its ``started``).
 """
 
 from __future__ import annotations
@@ -184,10 +185,12 @@ class Model:
                                 arrived=self.jobs.enqueued)
         self.settled = 0
         self.done = Event(env)
-        self.horizon = scenario.duration + float(draws.service.sum()) + 1.0
+        last = float(draws.time[-1]) if len(draws) else 0.0
+        self.horizon = max(scenario.duration, last) + float(draws.service.sum()) + 1.0
         self._progress: Progress | None = None
         self._next_tick = math.inf
         self._tick = 1
+        self._ran = False
         # Hook for the mechanisms that decide how an attempt ended (retries, timeouts):
         # ``attempt_result(job, slot, now)`` settles the job or sends it back. None: every
         # attempt succeeds, and attempt_ended settles the job as completed itself.
@@ -309,6 +312,9 @@ class Model:
     def run(self, progress: Progress | None = None) -> ModelResult:
         """Run to the end (every job settled, or the horizon) and build the result."""
         env = self.env
+        if self._ran:
+            raise RuntimeError("a Model runs once; build a new one")
+        self._ran = True
         if progress is not None:
             self._progress = progress
             self._tick = max(1, math.ceil(self.jobs.n / 100))

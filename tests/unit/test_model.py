@@ -514,3 +514,18 @@ def test_priority_matches_a_reference_job_by_job(data: st.DataObject, servers: i
     starts = priority_reference(out["enqueued"].to_numpy(), d.service, out["priority"].to_numpy(), servers)
     # Then every job starts at exactly the same time
     assert np.array_equal(out["started"].to_numpy(), starts)
+
+
+def test_an_overloaded_system_drains_after_the_arrivals_stop() -> None:
+    # Given rho = 2 on two slots for 100 s
+    s = scenario(duration=100.0, jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 4.0},
+                                        "service": {"kind": "exponential", "mean": 1.0}}])
+    r = simulate(s)
+    # Then every job still completes; the backlog drains at the pool's speed after t = 100
+    assert r.summary["jobs"]["unfinished"] == 0 and (r.jobs["outcome"] == "completed").all()
+    work = float((r.jobs["finished"] - r.jobs["started"]).sum())
+    assert r.jobs["finished"].max() == pytest.approx(work / 2, rel=0.02)
+    m = Model(s, draw_jobs(s), seed=3)
+    m.run()
+    with pytest.raises(RuntimeError, match="once"):
+        m.run()
