@@ -225,7 +225,7 @@ class Worker:
             await self._abort()
             raise
         finally:
-            for t in side:
+            for t in [*side, *self._ticks]:
                 t.cancel()
             if self._blpop is not None:
                 self._blpop.cancel()
@@ -382,30 +382,38 @@ class Worker:
             if self._delay > 0.05:
                 logger.info("worker %s reconnected to Redis", self.id)
             self._delay = 0.05
-            i = 0
-            if acks:
-                self._after_complete(acks, replies[i])
-                i += 1
-            if fails:
-                self._after_fail(fails, replies[i])
-                i += 1
-            if rels:
-                logger.info("handed %s cut-off jobs back to queue %s", replies[i], self.queue)
-                i += 1
-            if promote:
-                left = int(replies[i])
-                i += 1
-                self._next_due = loop.time() + left / 1000.0 if left >= 0 else float("inf")
-                self._next_promote = min(self._next_promote, self._next_due)
-            if n:
-                got = parse_fetch(replies[i])
-                self._maybe_ready = len(got) >= n
-                if got:
-                    self._start(got)
+            self._after_tick(replies, acks, fails, rels, promote, n)
+        except Exception:  # noqa: BLE001 - a bug here must not silently stop the worker
+            logger.exception("worker %s: unexpected error handling a batch", self.id)
         finally:
             self._reserved -= n
             self._inflight -= 1
             self._wake.set()
+
+    def _after_tick(self, replies: list[Any], acks: list[Any], fails: list[Any], rels: list[Job], promote: bool,
+                    n: int) -> None:
+        """Act on the replies of one batch, in the order the calls were made."""
+        loop = asyncio.get_running_loop()
+        i = 0
+        if acks:
+            self._after_complete(acks, replies[i])
+            i += 1
+        if fails:
+            self._after_fail(fails, replies[i])
+            i += 1
+        if rels:
+            logger.info("handed %s cut-off jobs back to queue %s", replies[i], self.queue)
+            i += 1
+        if promote:
+            left = int(replies[i])
+            i += 1
+            self._next_due = loop.time() + left / 1000.0 if left >= 0 else float("inf")
+            self._next_promote = min(self._next_promote, self._next_due)
+        if n:
+            got = parse_fetch(replies[i])
+            self._maybe_ready = len(got) >= n
+            if got:
+                self._start(got)
 
     def _start_blpop(self, timeout: float) -> None:
         self._blpop = asyncio.ensure_future(self._block(timeout))
