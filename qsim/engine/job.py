@@ -140,6 +140,11 @@ class JobInfo:
             data_error=data_error,
         )
 
+    @property
+    def outcome(self) -> str:
+        """``"completed"``, ``"dead"`` or ``"unfinished"`` (waiting, delayed or active)."""
+        return self.state if self.state in ("completed", "dead") else "unfinished"
+
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready) of this snapshot."""
         d = dict(self.__dict__)

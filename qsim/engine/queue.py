@@ -378,8 +378,15 @@ class Queue(QueueCore):
         return self._run(self.op_events(count), "events")  # type: ignore[no-any-return]
 
     def close(self) -> None:
+        """Close the client this queue made (a client passed in is left open)."""
         if self._owns:
             self.client.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class AsyncQueue(QueueCore):
@@ -459,8 +466,15 @@ class AsyncQueue(QueueCore):
         return await self._run(self.op_events(count), "events")  # type: ignore[no-any-return]
 
     async def close(self) -> None:
+        """Close the client this queue made (a client passed in is left open)."""
         if self._owns:
             await self.client.aclose()
+
+    async def __aenter__(self) -> AsyncQueue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 def _check_decoded(client: Any) -> None:

@@ -374,6 +374,7 @@ class Worker:
                         logger.error("giving up flushing %s results to Redis: %s (stalled-job recovery will put "
                                      "their jobs back)", len(self._acks) + len(self._fails) + len(self._releases), e)
                         self._gave_up = True
+                        self._exit_code = EXIT_CUT_OFF
                         return
                 logger.warning("Redis error in worker %s: %s; retrying in %.2f s", self.id, e, self._delay)
                 self._retry_at = loop.time() + self._delay

@@ -385,3 +385,20 @@ def test_event_stream_is_capped(redis_url: str, redis_client: redis.Redis) -> No
 
     asyncio.run(main())
     assert redis_client.xlen("qsim:{q}:events") < 250  # approximate trimming (MAXLEN ~)
+
+
+def test_a_result_that_is_not_json_fails_the_attempt(redis_url: str) -> None:
+    async def main() -> None:
+        async with AsyncQueue("q", redis=redis_url) as q:
+            await q.add("t", {}, job_id="x", attempts=2)
+
+            async def handler(job: Job) -> object:
+                return {"when": time}  # a module: not JSON
+
+            w = Worker("q", handler, redis=redis_url, **FAST)
+            await run_worker_until(w, done(q, 1, "dead"))
+            job = await q.get_job("x")
+            assert job.attempts_made == 2 and job.outcome == "dead"
+            assert job.error.startswith("PayloadError: job x return value.when: module is not JSON")  # type: ignore[union-attr]
+
+    asyncio.run(main())
