@@ -12,8 +12,6 @@ non-empty and open.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
-
 from qsim.model.limits import Gate
 
 __all__ = ["Queues"]
@@ -27,16 +25,7 @@ class Queues:
         self.active = [0] * n_queues  # jobs of the queue running now
         self.open = [True] * n_queues
         self.gates = gates  # per queue; empty for a queue nothing limits
-        self.seq = 0
-
-    def push(self, q: int, priority: int, job: int) -> None:
-        """Add a waiting job."""
-        self.seq += 1
-        heappush(self.heaps[q], (priority, self.seq, job))
-
-    def pop(self, q: int) -> int:
-        """Take the best waiting job of queue ``q`` (it must be non-empty)."""
-        return heappop(self.heaps[q])[2]
+        self.seq = 0  # enqueues so far: the FIFO tie-break (Model.enqueue pushes (priority, seq, job))
 
     def waiting(self, q: int) -> int:
         """How many jobs wait in queue ``q``."""
