@@ -529,3 +529,38 @@ def test_an_overloaded_system_drains_after_the_arrivals_stop() -> None:
     m.run()
     with pytest.raises(RuntimeError, match="once"):
         m.run()
+
+
+# --------------------------------------------------------------------------- equivalent systems, job by job
+
+
+def _starts(s: Scenario) -> pd.Series:
+    jobs = simulate(s).jobs
+    return jobs.set_index(["type", "enqueued"])["started"].sort_index()
+
+
+def test_a_concurrency_limit_acts_like_that_many_servers() -> None:
+    # A queue limited to 3 active jobs on a pool of 10 slots is an M/M/3 queue, job by job
+    job = [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 2.6},
+            "service": {"kind": "exponential", "mean": 1.0}}]
+    limited = scenario(duration=500.0, jobs=job, queues=[{"name": "q", "concurrency_limit": 3}],
+                       pools=[{"name": "p", "queues": ["q"], "workers": 5, "concurrency": 2}])
+    three = scenario(duration=500.0, jobs=job, pools=[{"name": "p", "queues": ["q"], "workers": 3}])
+    a, b = _starts(limited), _starts(three)
+    assert len(a) > 1000 and (a > a.index.get_level_values("enqueued")).mean() > 0.3
+    pd.testing.assert_series_equal(a, b)
+
+
+@pytest.mark.parametrize("policy", ["ordered", "priority"])
+def test_queues_in_order_act_like_priorities(policy: str) -> None:
+    # Two queues on one pool taken in order (ordered), or by priority across queues, schedule
+    # exactly like one queue whose job types have those priorities
+    def job(name: str, queue: str, priority: int) -> dict[str, Any]:
+        return {"name": name, "queue": queue, "priority": priority, "arrival": {"kind": "poisson", "rate": 1.2},
+                "service": {"kind": "exponential", "mean": 1.0}}
+    two = scenario(duration=500.0, queues=[{"name": "first"}, {"name": "second"}],
+                   jobs=[job("hi", "first", 0 if policy == "priority" else 5), job("lo", "second", 1 if policy == "priority" else 5)],
+                   pools=[{"name": "p", "queues": ["first", "second"], "policy": policy, "workers": 3}])
+    one = scenario(duration=500.0, jobs=[job("hi", "q", 0), job("lo", "q", 1)],
+                   pools=[{"name": "p", "queues": ["q"], "workers": 3}])
+    pd.testing.assert_series_equal(_starts(two), _starts(one))
