@@ -399,7 +399,9 @@ class AsyncQueue(QueueCore):
         if isinstance(redis, str):
             import redis.asyncio as _ra
 
-            self.client: Any = _ra.Redis.from_url(redis, **_redis_url_kwargs())
+            # like the sync client: retry a command once the connection is re-made (e.g. after a restart)
+            retry_on = [_ra.ConnectionError, _ra.TimeoutError]
+            self.client: Any = _ra.Redis.from_url(redis, retry_on_error=retry_on, **_redis_url_kwargs())
             self._owns = True
         else:
             _check_decoded(redis)

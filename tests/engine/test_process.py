@@ -15,7 +15,6 @@ from engine_helpers import wait_until
 from qsim.engine import EXIT_CUT_OFF, AsyncQueue, Job, Queue, Worker
 from qsim.engine import protocol as P
 from qsim.engine.scripts import ScriptSet, run_calls
-from qsim.errors import RedisUnavailable
 from redis_server import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.chaos]
@@ -156,10 +155,7 @@ def test_worker_survives_losing_an_unpersisted_redis(own_redis: RedisServer) -> 
         own_redis.kill()
         await asyncio.sleep(0.5)
         await asyncio.to_thread(own_redis.start)
-        with pytest.raises(RedisUnavailable):  # the producer's pooled connection died with the server
-            for _ in range(5):
-                await q.add("t", {}, job_id="after")
-        await q.add("t", {}, job_id="after")  # a fresh, empty Redis
+        await q.add("t", {}, job_id="after")  # a fresh, empty Redis; the producer reconnects too
         async with asyncio.timeout(15):
             while (await q.counts())["completed"] < 1:
                 await asyncio.sleep(0.02)
