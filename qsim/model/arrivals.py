@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from array import array
 from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 
@@ -108,7 +109,7 @@ class ArrivalFeed:
     def __init__(self, env: simpy.Environment, times: np.ndarray, *, on_arrival: Callable[[int], None],
                  on_batch: Callable[[list[int]], None], arrived: MutableSequence[float]) -> None:
         self.env = env
-        self.times = times.tolist()
+        self.times = array("d", np.asarray(times, dtype=np.float64).tobytes())
         self.on_arrival = on_arrival
         self.on_batch = on_batch
         self.arrived = arrived

@@ -362,8 +362,7 @@ class Model:
         s = self.scenario
         jobs = self.jobs.frame(type_names=self.type_names, queue_names=self.queue_names,
                                worker_names=self.worker_names)
-        changes, names = self.timeseries_changes(), self.queue_names
-        records = Records(jobs=jobs, slots=((0.0, self.n_slots),),
-                          extra=LazyFrames({"timeseries": lambda: timeseries_frame(names, changes)}))
+        records = Records(jobs=jobs, slots=((0.0, self.n_slots),), extra=LazyFrames(
+            {"timeseries": lambda: timeseries_frame(self.queue_names, self.timeseries_changes())}))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
         return ModelResult(scenario=s, seed=self.seed, records=records, summary=summary)

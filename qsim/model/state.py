@@ -37,7 +37,7 @@ class JobTable:
         self.queue: list[int] = np.asarray(queue, dtype=np.int64).tolist()
         self.priority: list[int] = np.asarray(priority, dtype=np.int64).tolist()
         self.enqueued = array("d", np.asarray(enqueued, dtype=float).tobytes())
-        self.service: list[float] = np.asarray(service, dtype=float).tolist()  # next attempt's service time
+        self.service = array("d", np.asarray(service, dtype=float).tobytes())  # next attempt's service time
         self.started = array("d", [math.nan]) * n  # first attempt
         self.finished = array("d", [math.nan]) * n  # final attempt
         self.attempts = array("q", [0]) * n
