@@ -82,6 +82,14 @@ class LazyFrames(Mapping[str, pd.DataFrame]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._builders)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # pickling (e.g. results sent back from a process pool) builds every frame first
+        return {"frames": {key: self[key] for key in self._builders}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._frames = dict(state["frames"])
+        self._builders = {key: (lambda frame=frame: frame) for key, frame in self._frames.items()}
+
     def __len__(self) -> int:
         return len(self._builders)
 

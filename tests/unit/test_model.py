@@ -6,6 +6,7 @@ The statistical checks against closed forms are in test_model_theory.py.
 from __future__ import annotations
 
 import heapq
+import pickle
 import re
 from typing import Any
 
@@ -564,3 +565,12 @@ def test_queues_in_order_act_like_priorities(policy: str) -> None:
     one = scenario(duration=500.0, jobs=[job("hi", "q", 0), job("lo", "q", 1)],
                    pools=[{"name": "p", "queues": ["q"], "workers": 3}])
     pd.testing.assert_series_equal(_starts(two), _starts(one))
+
+
+def test_a_result_pickles_with_its_time_series() -> None:
+    # results travel back from process pools (parameter sweeps)
+    r = simulate(scenario(duration=50.0))
+    back = pickle.loads(pickle.dumps(r))
+    pd.testing.assert_frame_equal(back.jobs, r.jobs)
+    pd.testing.assert_frame_equal(back.timeseries, r.timeseries)
+    assert back.summary == r.summary and dict(back.records.extra).keys() == {"timeseries"}
