@@ -35,6 +35,7 @@ have finished every job — and jobs not done are ``unfinished`` (their
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +64,10 @@ __all__ = ["simulate", "ModelResult", "Model"]
 Progress = Callable[[float], None]
 
 
+def _same(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame
+
+
 class LazyFrames(Mapping[str, pd.DataFrame]):
     """A read-only mapping of DataFrames, each built on first access (then kept).
 
@@ -88,7 +93,7 @@ class LazyFrames(Mapping[str, pd.DataFrame]):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._frames = dict(state["frames"])
-        self._builders = {key: (lambda frame=frame: frame) for key, frame in self._frames.items()}
+        self._builders = {key: functools.partial(_same, frame) for key, frame in self._frames.items()}
 
     def __len__(self) -> int:
         return len(self._builders)
