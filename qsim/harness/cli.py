@@ -1,0 +1,129 @@
+"""``qsim run`` and ``qsim compare``: a scenario on the real engine, and beside the model.
+
+Redis: ``--redis URL``, else ``$REDIS_URL``, else a throwaway ``redis-server``
+that qsim starts on a free port for the length of the command (nothing
+existing is touched). A Redis that is not on this machine is refused unless
+``--i-know-this-is-not-local`` is given: a run adds and deletes many keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from qsim.cli import EXIT_OK, Progress, _load, _nonneg_int, _pos_int, format_summary, print_json, write_outputs
+
+__all__ = ["register"]
+
+
+@contextlib.contextmanager
+def redis_for(args: argparse.Namespace) -> Iterator[str]:
+    """The Redis URL to run against, starting a throwaway server when none is given."""
+    url = args.redis or os.environ.get("REDIS_URL")
+    if url:
+        from qsim.safety import require_local_or_confirmed
+
+        require_local_or_confirmed(url, args.i_know_this_is_not_local)
+        yield url
+        return
+    from qsim.harness.server import RedisServer
+
+    with tempfile.TemporaryDirectory(prefix="qsim-redis-") as tmp, RedisServer(Path(tmp)) as server:
+        yield server.url
+
+
+def _engine(args: argparse.Namespace, scenario: Any, url: str) -> Any:
+    from qsim.harness.run import run_scenario
+
+    progress = Progress(f"run {scenario.name} on the engine")
+    try:
+        return run_scenario(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
+                            progress=progress, keep=args.keep)
+    finally:
+        progress.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a scenario on the engine and print the measured Summary."""
+    from qsim.harness.run import check_supported
+
+    scenario = _load(args.scenario)
+    check_supported(scenario)  # bad input is refused before any process starts
+    with redis_for(args) as url:
+        result = _engine(args, scenario, url)
+    if args.out:
+        write_outputs(Path(args.out), result.jobs, result.timeseries, result.summary, scenario)
+    if args.json:
+        print_json(result.summary)
+    else:
+        print(format_summary(result.summary))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Run the model and the engine on one scenario and print both with their ratios."""
+    from qsim.analysis.compare import compare_summaries
+    from qsim.harness.run import check_supported
+    from qsim.model import simulate
+
+    scenario = _load(args.scenario)
+    check_supported(scenario)
+    model = simulate(scenario, seed=args.seed, max_jobs=args.jobs).summary
+    with redis_for(args) as url:
+        engine = _engine(args, scenario, url).summary
+    doc = compare_summaries(model, engine)
+    if args.json:
+        print_json(doc)
+    else:
+        print(format_comparison(doc))
+    return EXIT_OK
+
+
+def format_comparison(doc: dict[str, Any]) -> str:
+    """Model, engine and engine/model for each compared field."""
+    from qsim.analysis.compare import _get
+
+    lines = [f"scenario {doc['model']['scenario']}  seed {doc['model']['seed']}",
+             f"{'':<22}{'model':>12}{'engine':>12}{'engine/model':>14}"]
+    for path, ratio in doc["ratios"].items():
+        m, e = _get(doc["model"], path), _get(doc["engine"], path)
+        cells = [f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v) for v in (m, e)]
+        lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
+    lost = doc["engine"]["jobs"]["lost"]
+    lines.append(f"\nengine lost {lost} job(s)" if lost else "\nengine lost no job")
+    return "\n".join(lines)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
+    p.add_argument("--redis", metavar="URL", help="Redis to run on (default: $REDIS_URL, else a throwaway "
+                                                  "redis-server started for this command)")
+    p.add_argument("--seed", type=_nonneg_int, help="override the scenario's seed")
+    p.add_argument("--jobs", type=_pos_int, metavar="N", help="add only the first N jobs")
+    p.add_argument("--drain-timeout", type=float, metavar="S",
+                   help="seconds to wait after the last arrival for jobs to settle (default max(30, duration))")
+    p.add_argument("--keep", action="store_true", help="leave the run's keys (qsim-run-<hex>:*) in Redis")
+    p.add_argument("--i-know-this-is-not-local", action="store_true",
+                   help="allow a Redis that is not on this machine (a run adds and deletes many keys)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON document")
+
+
+def register(sub: Any) -> None:
+    """Add ``run`` and ``compare`` to the qsim command."""
+    p = sub.add_parser("run", help="run a scenario on the real engine (spawns the pools) and print its Summary",
+                       description="Run SCENARIO on the Redis engine in real time: worker processes per pool, "
+                                   "the planned arrivals, real signals for events. Prints the same Summary as "
+                                   "`qsim simulate`, measured.")
+    _common(p)
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("compare", help="model and engine side by side, with ratios",
+                       description="Simulate SCENARIO and run it on the engine; print both Summaries and "
+                                   "engine/model ratios.")
+    _common(p)
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,369 @@
+"""Run a scenario on the real engine: worker processes, a producer, events, records.
+
+:func:`run_scenario` starts every pool's worker processes
+(:mod:`qsim.harness.pool_worker`), adds the planned jobs on time
+(:mod:`qsim.harness.plan`), sends the scenario's events as real signals
+(``sigterm``, ``sigkill``) or starts new processes (``start``), waits until
+every job has settled, and builds the same records and Summary as the model.
+
+Every timestamp is Redis's clock (``TIME`` inside the scripts) minus the run's
+start, also read from Redis. Each run uses a key prefix of its own, so it never
+touches other data, and deletes its keys at the end unless asked to keep them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import redis.asyncio
+
+from qsim.engine import AsyncQueue, Backoff, JobInfo
+from qsim.errors import HarnessError, NotSupportedError
+from qsim.harness.plan import PlannedJob, plan_jobs
+from qsim.records import Records, attempts_frame, jobs_frame
+from qsim.scenario import JobType, Scenario
+from qsim.summary import summarize
+
+__all__ = ["EngineResult", "run_scenario", "check_supported"]
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[float], None]
+ATTEMPT_RESULT = {"completed": "ok", "failed": "failed", "stalled": "stalled", "released": "cutoff"}
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """What one engine run measured."""
+
+    records: Records
+    summary: dict[str, Any]
+    timeseries: pd.DataFrame
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        return self.records.jobs
+
+
+def check_supported(scenario: Scenario) -> None:
+    """Refuse, naming the key, what the engine harness cannot run yet."""
+    label = str(scenario.source) if scenario.source else scenario.name
+    for i, p in enumerate(scenario.pools):
+        if len(p.queues) > 1:
+            raise NotSupportedError(f"{label}: not supported yet by the engine harness: pools[{i}].queues "
+                                    f"(several queues per worker)")
+    for i, q in enumerate(scenario.queues):
+        for key, value in (("rate_limit", q.rate_limit), ("concurrency_limit", q.concurrency_limit),
+                           ("aging", q.aging or None)):
+            if value is not None:
+                raise NotSupportedError(f"{label}: not supported yet by the engine harness: queues[{i}].{key}")
+    for i, j in enumerate(scenario.jobs):
+        for key, value in (("fan_out", j.fan_out), ("flow", j.flow)):
+            if value is not None:
+                raise NotSupportedError(f"{label}: not supported yet by the engine harness: jobs[{i}].{key}")
+
+
+def _backoff(job: JobType) -> Backoff | None:
+    if job.attempts <= 1:
+        return None
+    b = job.backoff
+    if b.kind == "fixed":
+        return Backoff.fixed(b.delay, jitter=b.jitter)
+    return Backoff.exponential(b.delay, max=b.max, jitter=b.jitter)
+
+
+class _Pools:
+    """The worker processes of every pool, started and signalled like a deployment would."""
+
+    def __init__(self, scenario: Scenario, url: str, prefix: str, logdir: Path) -> None:
+        self.scenario, self.url, self.prefix, self.logdir = scenario, url, prefix, logdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.pool_of: dict[str, str] = {}
+        self.ready_key = f"{prefix}:harness:ready"
+        self.slot_changes: list[tuple[float, int]] = []
+        self._n = 0
+
+    def grace(self, pool: str) -> float:
+        graces = [e.grace for e in self.scenario.events if e.pool == pool and e.kind == "sigterm"]
+        return max(graces) if graces else 30.0
+
+    def start(self, pool: str, count: int) -> list[str]:
+        spec, eng = self.scenario.pool(pool), self.scenario.engine
+        ids = []
+        for _ in range(count):
+            wid = f"{pool}-{self._n}"
+            self._n += 1
+            args = [sys.executable, "-m", "qsim.harness.pool_worker", "--redis", self.url, "--prefix", self.prefix,
+                    "--concurrency", str(spec.concurrency), "--lock-duration", str(eng.lock_duration),
+                    "--stalled-interval", str(eng.stalled_interval), "--max-stalled", str(eng.max_stalled),
+                    "--grace", str(self.grace(pool)), "--worker-id", wid, "--ready-key", self.ready_key]
+            for q in spec.queues:
+                args += ["--queue", q]
+            log = (self.logdir / f"{wid}.log").open("wb")
+            self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+            self.pool_of[wid] = pool
+            ids.append(wid)
+        return ids
+
+    def alive(self, pool: str) -> list[str]:
+        return [w for w, p in self.procs.items() if self.pool_of[w] == pool and p.poll() is None
+                and not getattr(p, "qsim_signalled", False)]
+
+    def signal(self, pool: str, count: int, sig: signal.Signals) -> list[str]:
+        chosen = self.alive(pool)[:count]
+        for wid in chosen:
+            proc = self.procs[wid]
+            proc.send_signal(sig)
+            proc.qsim_signalled = True  # type: ignore[attr-defined]
+        return chosen
+
+    def stop_all(self, timeout: float) -> dict[str, int | None]:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return {w: p.returncode for w, p in self.procs.items()}
+
+
+async def _wait_ready(client: redis.asyncio.Redis, key: str, ids: list[str], pools: _Pools, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    want = set(ids)
+    while want:
+        got = await client.blpop([key], timeout=0.5)
+        if got:
+            want.discard(got[1].decode())
+        for wid in list(want):
+            if pools.procs[wid].poll() is not None:
+                log = (pools.logdir / f"{wid}.log").read_text(errors="replace")[-2000:]
+                raise HarnessError(f"worker process {wid} exited with {pools.procs[wid].returncode} at start:\n{log}")
+        if time.monotonic() > deadline:
+            raise HarnessError(f"worker processes {sorted(want)} did not start within {timeout:.0f} s")
+
+
+async def _redis_now(client: redis.asyncio.Redis) -> float:
+    sec, usec = await client.time()
+    return float(sec) + float(usec) / 1e6
+
+
+async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, drain_timeout: float,
+               progress: Progress | None, keep: bool, logdir: Path) -> EngineResult:
+    plan = plan_jobs(scenario, seed=seed, max_jobs=max_jobs)
+    prefix = f"qsim-run-{secrets.token_hex(4)}"
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        await client.ping()
+    except (redis.RedisError, OSError) as e:
+        raise HarnessError(f"cannot reach Redis at {url}: {e}") from e
+    queues = {q.name: AsyncQueue(q.name, redis=url, prefix=prefix) for q in scenario.queues}
+    pools = _Pools(scenario, url, prefix, logdir)
+    try:
+        for q in queues.values():
+            await q.set_retention(keep_count=None)
+        first = [w for p in scenario.pools for w in pools.start(p.name, p.workers)]
+        await _wait_ready(client, pools.ready_key, first, pools, timeout=60)
+        t0 = await _redis_now(client)
+        loop_t0 = asyncio.get_running_loop().time()
+        pools.slot_changes.append((0.0, scenario.slots))
+        added: dict[str, PlannedJob] = {}
+        events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0))
+        try:
+            await _produce(plan, scenario, queues, added, loop_t0, progress, len(plan))
+            settled = await _drain(queues, scenario, loop_t0, drain_timeout, progress)
+        finally:
+            events.cancel()
+        if not settled:
+            logger.warning("jobs still unsettled %.0f s after the last arrival: counted as unfinished", drain_timeout)
+        exit_codes = pools.stop_all(timeout=max(pools.grace(p.name) for p in scenario.pools) + 10)
+        infos = [info for q in queues.values() for info in await q.job_records()]
+        records = _records(infos, added, t0, pools.slot_changes)
+        if not keep:
+            await _delete_keys(client, prefix)
+    finally:
+        pools.stop_all(timeout=5)
+        for q in queues.values():
+            await q.close()
+        await client.aclose()
+    summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup)
+    return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
+                        exit_codes=exit_codes)
+
+
+async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str, AsyncQueue],
+                   added: dict[str, PlannedJob], loop_t0: float, progress: Progress | None, total: int) -> None:
+    """Add every planned job on time; jobs due at the same moment go in one bulk call."""
+    loop = asyncio.get_running_loop()
+    i = 0
+    while i < len(plan):
+        delay = loop_t0 + plan[i].at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        now = loop.time() - loop_t0
+        batch: dict[str, list[tuple[str, Any, dict[str, Any]]]] = {}
+        while i < len(plan) and plan[i].at <= now:
+            job = plan[i]
+            spec = scenario.job(job.type)
+            opts = {"priority": job.priority, "attempts": spec.attempts, "backoff": _backoff(spec),
+                    "timeout": spec.timeout, "job_id": job.job_id}
+            batch.setdefault(job.queue, []).append((job.type, job.payload, opts))
+            added[job.job_id] = job
+            i += 1
+        for queue, items in batch.items():
+            await queues[queue].add_bulk(items)
+        if progress:
+            progress(0.9 * i / max(total, 1))
+
+
+async def _drain(queues: dict[str, AsyncQueue], scenario: Scenario, loop_t0: float, timeout: float,
+                 progress: Progress | None) -> bool:
+    """Wait until no job is waiting, delayed or active (True), or ``timeout`` after the arrivals end."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        busy = 0
+        for q in queues.values():
+            c = await q.counts()
+            busy += c["waiting"] + c["active"] + c["delayed"] + c.get("waiting_children", 0)
+        if busy == 0:
+            return True
+        if progress:
+            progress(0.9 + 0.1 * min(1.0, (loop.time() - loop_t0) / (scenario.duration + timeout)))
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def _events(scenario: Scenario, pools: _Pools, client: redis.asyncio.Redis, loop_t0: float, t0: float) -> None:
+    """Carry out the scenario's events at their times: real signals, real new processes."""
+    loop = asyncio.get_running_loop()
+    for event in sorted(scenario.events, key=lambda e: e.at):
+        delay = loop_t0 + event.at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        now = await _redis_now(client) - t0
+        concurrency = scenario.pool(event.pool).concurrency
+        if event.kind == "start":
+            ids = pools.start(event.pool, event.count)
+            await _wait_ready(client, pools.ready_key, ids, pools, timeout=60)
+            now = await _redis_now(client) - t0
+            pools.slot_changes.append((now, pools.slot_changes[-1][1] + len(ids) * concurrency))
+        else:
+            sig = signal.SIGTERM if event.kind == "sigterm" else signal.SIGKILL
+            ids = pools.signal(event.pool, event.count, sig)
+            pools.slot_changes.append((now, pools.slot_changes[-1][1] - len(ids) * concurrency))
+        logger.info("t=%.2f %s %s: %s", now, event.kind, event.pool, ", ".join(ids) or "no process left")
+
+
+def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
+             slot_changes: list[tuple[float, int]]) -> Records:
+    """JobRecords from the stored jobs; an added job Redis no longer has is ``lost``."""
+    nan = math.nan
+    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "type", "queue", "priority", "enqueued", "started",
+                                                  "finished", "attempts", "failed_attempts", "stalled", "worker",
+                                                  "outcome", "parent")}
+    att: dict[str, list[Any]] = {k: [] for k in ("job_id", "attempt", "worker", "start", "end", "result")}
+    found = set()
+
+    def rel(x: float | None) -> float:
+        return x - t0 if x is not None else nan
+
+    def row(*values: Any) -> None:
+        for key, v in zip(cols, values, strict=True):
+            cols[key].append(v)
+
+    for info in infos:
+        if info.id not in added:
+            continue
+        found.add(info.id)
+        outcome = info.state if info.state in ("completed", "dead") else "unfinished"
+        finished = rel(info.finished_at) if outcome != "unfinished" else nan
+        row(info.id, info.name, info.queue, info.priority, rel(info.enqueued_at), rel(info.started_at), finished,
+            len(info.attempts), sum(a.outcome == "failed" for a in info.attempts), info.stalled, info.worker or "",
+            outcome, "")
+        for n, a in enumerate(info.attempts, 1):
+            for key, v in zip(att, (info.id, n, a.worker, a.start - t0, a.end - t0,
+                                    ATTEMPT_RESULT.get(a.outcome, "failed")), strict=True):
+                att[key].append(v)
+    for job_id, job in added.items():
+        if job_id not in found:
+            row(job_id, job.type, job.queue, job.priority, job.at, nan, nan, 0, 0, 0, "", "lost", "")
+    jobs = jobs_frame(cols).sort_values("enqueued", kind="stable").reset_index(drop=True)
+    return Records(jobs=jobs, attempts=attempts_frame(att), slots=tuple(slot_changes))
+
+
+def _timeseries(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Waiting and active jobs per queue at every change, rebuilt from the records."""
+    frames = []
+    for queue, g in jobs.groupby("queue", sort=True):
+        enq, start = g["enqueued"].to_numpy(float), g["started"].to_numpy(float)
+        end = g["finished"].to_numpy(float)
+        t = np.concatenate([enq, start[~np.isnan(start)], end[~np.isnan(start) & ~np.isnan(end)]])
+        dw = np.concatenate([np.ones(enq.size), -np.ones(int((~np.isnan(start)).sum())),
+                             np.zeros(int((~np.isnan(start) & ~np.isnan(end)).sum()))])
+        da = np.concatenate([np.zeros(enq.size), np.ones(int((~np.isnan(start)).sum())),
+                             -np.ones(int((~np.isnan(start) & ~np.isnan(end)).sum()))])
+        order = np.argsort(t, kind="stable")
+        frames.append(pd.DataFrame({"time": t[order], "queue": queue, "waiting": np.cumsum(dw[order]).astype(int),
+                                    "active": np.cumsum(da[order]).astype(int)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["time", "queue", "waiting", "active"])
+
+
+async def _delete_keys(client: redis.asyncio.Redis, prefix: str) -> None:
+    batch: list[Any] = []
+    async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            await client.unlink(*batch)
+            batch.clear()
+    if batch:
+        await client.unlink(*batch)
+
+
+def run_scenario(scenario: Scenario, redis_url: str, *, seed: int | None = None, max_jobs: int | None = None,
+                 drain_timeout: float | None = None, progress: Progress | None = None, keep: bool = False,
+                 logdir: str | Path | None = None) -> EngineResult:
+    """Run ``scenario`` on the engine against ``redis_url``, in real time.
+
+    Args:
+        seed: Overrides the scenario's seed (arrivals and service times).
+        max_jobs: Add only the first ``max_jobs`` jobs.
+        drain_timeout: Seconds to wait after the last arrival for every job
+            to settle (default ``max(30, duration)``); jobs still open then are
+            ``unfinished``.
+        progress: Called with the fraction done, now and then.
+        keep: Leave the run's keys in Redis (prefix ``qsim-run-<hex>``).
+        logdir: Where worker processes write their logs (default: a temp dir).
+    """
+    check_supported(scenario)
+    seed = scenario.seed if seed is None else seed
+    timeout = max(30.0, scenario.duration) if drain_timeout is None else drain_timeout
+    if logdir is None:
+        with tempfile.TemporaryDirectory(prefix="qsim-run-") as tmp:
+            return asyncio.run(_run(scenario, redis_url, seed, max_jobs, timeout, progress, keep, Path(tmp)))
+    Path(logdir).mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_run(scenario, redis_url, seed, max_jobs, timeout, progress, keep, Path(logdir)))
+
+
+if os.name != "posix":  # pragma: no cover - signals and sessions are POSIX
+    raise ImportError("the engine harness needs a POSIX system (signals, process groups)")
