@@ -15,6 +15,7 @@ import redis
 import redis.asyncio
 
 from qsim.engine.backoff import Backoff
+from qsim.engine.connection import check_decoded, connect, connect_async
 from qsim.engine.job import EnqueuedJob, JobInfo
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
 from qsim.engine.payload import (
@@ -273,8 +274,8 @@ class Queue(QueueCore):
 
     Args:
         name: Queue name.
-        redis: A ``redis://`` URL, or a ``redis.Redis`` made with
-            ``decode_responses=True``.
+        redis: A ``redis://`` URL (``redis+cluster://`` for Redis Cluster), or a
+            ``redis.Redis`` / ``redis.cluster.RedisCluster`` made with ``decode_responses=True``.
         **options: See :class:`QueueCore`.
 
     Example::
@@ -286,9 +287,7 @@ class Queue(QueueCore):
     def __init__(self, name: str, *, redis: str | redis.Redis = "redis://127.0.0.1:6379/0", **options: Any) -> None:  # noqa: F811
         super().__init__(name, **options)
         if isinstance(redis, str):
-            import redis as _r
-
-            self.client: Any = _r.Redis.from_url(redis, **_redis_url_kwargs())
+            self.client: Any = connect(redis, **_redis_url_kwargs())
             self._owns = True
         else:
             _check_decoded(redis)
@@ -401,7 +400,7 @@ class AsyncQueue(QueueCore):
 
             # like the sync client: retry a command once the connection is re-made (e.g. after a restart)
             retry_on = [_ra.ConnectionError, _ra.TimeoutError]
-            self.client: Any = _ra.Redis.from_url(redis, retry_on_error=retry_on, **_redis_url_kwargs())
+            self.client: Any = connect_async(redis, retry_on_error=retry_on, **_redis_url_kwargs())
             self._owns = True
         else:
             _check_decoded(redis)
@@ -480,6 +479,4 @@ class AsyncQueue(QueueCore):
 
 
 def _check_decoded(client: Any) -> None:
-    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-    if not kwargs.get("decode_responses"):
-        raise ValueError("the Redis client must be created with decode_responses=True")
+    check_decoded(client)

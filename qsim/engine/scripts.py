@@ -19,6 +19,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 from redis.exceptions import NoScriptError
 
 from qsim.errors import EngineError, RedisUnavailable
@@ -36,6 +38,7 @@ __all__ = [
     "run_calls_async",
     "redis_errors",
     "CONNECTION_ERRORS",
+    "is_cluster",
 ]
 
 logger = logging.getLogger(__name__)
@@ -109,6 +112,11 @@ class ScriptSet:
         return str(self.scripts[name].sha)
 
 
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a (sync or asyncio) Redis Cluster client."""
+    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+
+
 def _queue_call(pipe: Any, scripts: ScriptSet, call: Call) -> None:
     if call.script:
         pipe.evalsha(scripts.sha(call.script), len(call.keys), *call.keys, *call.args)
@@ -117,7 +125,13 @@ def _queue_call(pipe: Any, scripts: ScriptSet, call: Call) -> None:
 
 
 def run_calls(client: redis.Redis, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
-    """Send ``calls`` in one round trip on a sync client; replies in order."""
+    """Send ``calls`` in one round trip on a sync client; replies in order.
+
+    On Redis Cluster (whose pipelines refuse EVALSHA) the calls go one after
+    another, each to the node of its keys' slot.
+    """
+    if len(calls) != 1 and is_cluster(client):
+        return [r for c in calls for r in run_calls(client, scripts, [c])]
     if len(calls) == 1:
         c = calls[0]
         if c.script:
@@ -143,7 +157,9 @@ def run_calls(client: redis.Redis, scripts: ScriptSet, calls: Sequence[Call]) ->
 
 
 async def run_calls_async(client: redis.asyncio.Redis, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
-    """Send ``calls`` in one round trip on an asyncio client; replies in order."""
+    """Send ``calls`` in one round trip on an asyncio client; replies in order (Cluster: one by one)."""
+    if len(calls) != 1 and is_cluster(client):
+        return [(await run_calls_async(client, scripts, [c]))[0] for c in calls]
     if len(calls) == 1:
         c = calls[0]
         if c.script:

@@ -32,6 +32,7 @@ import redis
 import redis.asyncio
 
 from qsim.engine.backoff import Backoff
+from qsim.engine.connection import connect_async
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
@@ -81,7 +82,8 @@ class Worker:
         queues: A queue name, or a list holding one name (several queues
             per worker are not supported yet).
         handler: ``async def handler(job) -> result``; the result must be JSON.
-        redis: A ``redis://`` URL (the worker makes its own asyncio client).
+        redis: A ``redis://`` URL, or ``redis+cluster://`` for Redis Cluster (the
+            worker makes its own asyncio client).
         concurrency: Jobs run at the same time by this process.
         lock_duration: Seconds a job's lock lasts; renewed every half of it.
         stalled_interval: Seconds between checks for jobs whose lock expired.
@@ -250,9 +252,7 @@ class Worker:
 
     # -- setup ----------------------------------------------------------------
     def _setup(self) -> None:
-        self.client = redis.asyncio.Redis.from_url(
-            self.url, decode_responses=True, socket_connect_timeout=5.0, socket_keepalive=True
-        )
+        self.client = connect_async(self.url, socket_connect_timeout=5.0, socket_keepalive=True)
         self.scripts = ScriptSet(self.client)
         self._active: dict[str, tuple[Job, asyncio.Task[None]]] = {}
         self._acks: list[tuple[Job, str, Any]] = []

@@ -12,6 +12,7 @@ import pytest
 
 from qsim.engine import Queue
 
+from cluster import RedisClusterServers
 from engine_helpers import HELPER, ROOT
 
 
@@ -21,6 +22,21 @@ def queue(redis_url: str) -> Iterator[Queue]:
     q = Queue("q", redis=redis_url)
     yield q
     q.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
+    """A local 3-master Redis Cluster for the session (started on first use)."""
+    cluster = RedisClusterServers(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: RedisClusterServers) -> str:
+    """``redis+cluster://`` URL of the session's cluster, every node flushed before the test."""
+    redis_cluster.flush()
+    return redis_cluster.url
 
 
 @pytest.fixture
