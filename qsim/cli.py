@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _plugins() -> list[Callable[[Any], None]]:
     """Subcommands that live beside their part of qsim (engine, harness)."""
     found = []
-    for module in ("qsim.worker_cli", "qsim.harness.cli"):
+    for module in ("qsim.worker_cli", "qsim.run_cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError as e:
