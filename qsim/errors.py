@@ -10,6 +10,8 @@ Every error qsim raises on purpose derives from :class:`QsimError`::
     ├── EngineError                        the engine could not do what was asked
     │   ├── JobNotFound (also KeyError)    no job with that id
     │   ├── LockLost                       the worker no longer holds a job's lock
+    │   ├── FlowError (also ValueError)    a flow cannot be added as asked
+    │   ├── ChildFailed                    a child job of a flow went to the DLQ
     │   └── RedisUnavailable               Redis cannot be reached or went away
     └── HarnessError                       running a scenario on the engine failed
 
@@ -27,6 +29,8 @@ __all__ = [
     "EngineError",
     "JobNotFound",
     "LockLost",
+    "FlowError",
+    "ChildFailed",
     "RedisUnavailable",
     "HarnessError",
     "UnrecoverableError",
@@ -70,6 +74,15 @@ class JobNotFound(EngineError, KeyError):
 
 class LockLost(EngineError):
     """Raised when a worker acts on a job whose lock it no longer holds."""
+
+
+class FlowError(EngineError, ValueError):
+    """Raised when a flow cannot be added as asked: a child id is taken, or on
+    Redis Cluster the flow's queues are in different slots."""
+
+
+class ChildFailed(EngineError):
+    """Raised by ``Job.wait_children()`` when a child with the ``fail`` policy went to the DLQ."""
 
 
 class RedisUnavailable(EngineError):

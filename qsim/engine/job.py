@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from qsim.engine.backoff import Backoff
@@ -199,6 +200,40 @@ class Job:
         if self._worker is None:
             raise RuntimeError("progress() needs a job run by a Worker")
         await self._worker._report_progress(self, value)
+
+    # -- flows and fan-out (see qsim.engine.flow) ---------------------------
+    async def children_values(self) -> dict[str, Any]:
+        """Return values of this job's completed children, keyed by ``"<queue>:<child id>"``."""
+        from qsim.engine import flow
+
+        return await flow.children_values(self)
+
+    async def children_failures(self) -> dict[str, str]:
+        """Errors of this job's children that went to the DLQ, keyed by ``"<queue>:<child id>"``."""
+        from qsim.engine import flow
+
+        return await flow.children_failures(self)
+
+    async def add_children(self, children: Sequence[tuple[Any, ...]], *, on_failure: str = "fail") -> list[EnqueuedJob]:
+        """Fan out: add ``(queue, name, data[, options])`` children in one round trip; this job is their parent.
+
+        Raises:
+            LockLost: the worker no longer holds this job's lock (nothing added).
+            FlowError: a child id is taken, or (Cluster) a child queue is in another slot.
+        """
+        from qsim.engine import flow
+
+        return await flow.add_children(self, children, on_failure=on_failure)
+
+    async def wait_children(self, *, progress: bool = True) -> dict[str, Any]:
+        """Wait for every child added by :meth:`add_children`, reporting progress; returns :meth:`children_values`.
+
+        Raises:
+            ChildFailed: a child with the ``fail`` policy went to the DLQ.
+        """
+        from qsim.engine import flow
+
+        return await flow.wait_children(self, progress=progress)
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, name={self.name!r}, queue={self.queue!r}, attempt={self.attempt})"

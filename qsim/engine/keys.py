@@ -15,6 +15,8 @@ one Redis Cluster slot and its Lua scripts may touch all of its keys::
     qsim:{orders}:id            STRING counter for generated job ids
     qsim:{orders}:seq           STRING counter for FIFO order within a priority
     qsim:{orders}:job:<id>      HASH  one job (see qsim.engine.job)
+    qsim:{orders}:children:<id> HASH  a parent's finished children: "<queue>:<id>" -> return value (JSON)
+    qsim:{orders}:children-failed:<id>  HASH  its dead children: "<queue>:<id>" -> error
 """
 
 from __future__ import annotations
@@ -103,3 +105,11 @@ class QueueKeys:
     def job(self, job_id: str) -> str:
         """Key of one job's hash."""
         return self.base + "job:" + job_id
+
+    def children(self, job_id: str) -> str:
+        """A parent's finished children (flows): ``"<queue>:<id>"`` -> return value JSON."""
+        return self.base + "children:" + job_id
+
+    def children_failed(self, job_id: str) -> str:
+        """A parent's children that went to the DLQ: ``"<queue>:<id>"`` -> error."""
+        return self.base + "children-failed:" + job_id

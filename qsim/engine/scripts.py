@@ -55,7 +55,12 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "retry_dead",
     "purge_dead",
     "progress",
+    "add_flow",
+    "add_children",
 )
+
+#: Lua files pasted into scripts at a line ``-- @include <name>`` (not scripts themselves).
+LUA_INCLUDES: tuple[str, ...] = ("flow_lib",)
 
 #: Errors after which a retry on a fresh connection may succeed.
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (
@@ -69,10 +74,16 @@ T = TypeVar("T")
 
 
 def lua_source(name: str) -> str:
-    """The text of ``lua/<name>.lua``."""
+    """The text of ``lua/<name>.lua``, with its ``-- @include`` lines filled in."""
     if name not in SCRIPT_NAMES:
         raise ValueError(f"unknown script {name!r}; known: {', '.join(SCRIPT_NAMES)}")
-    return resources.files("qsim.engine.lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    text = resources.files("qsim.engine.lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    for inc in LUA_INCLUDES:
+        line = f"-- @include {inc}\n"
+        if line in text:
+            lib = resources.files("qsim.engine.lua").joinpath(f"{inc}.lua").read_text(encoding="utf-8")
+            text = text.replace(line, lib, 1)
+    return text
 
 
 class Call(NamedTuple):

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import random
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 
-from redis_server import RedisServer, free_port
+from redis_server import RedisServer
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port(taken: set[int]) -> int:
+    """A free port P <= 55535 whose cluster bus port P + 10000 is free too."""
+    for _ in range(1000):
+        p = random.randint(20000, 55000)
+        if p not in taken and p + 10000 not in taken and _bindable(p) and _bindable(p + 10000):
+            return p
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 class RedisClusterServers:
@@ -20,8 +40,10 @@ class RedisClusterServers:
             raise RuntimeError("redis-cli is not on PATH: install Redis >= 6.2 (e.g. apt-get install redis-tools)")
         self.workdir = Path(workdir)
         self.nodes: list[RedisServer] = []
+        taken: set[int] = set()
         for i in range(masters):
-            port = free_port()
+            port = cluster_port(taken)
+            taken |= {port, port + 10000}
             d = self.workdir / f"node{i}"
             self.nodes.append(RedisServer(d, port=port, extra_args=[
                 "--cluster-enabled", "yes", "--cluster-config-file", str(d / "nodes.conf"),

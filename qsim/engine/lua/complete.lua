@@ -15,18 +15,22 @@ Returns one code per job:
    0 already completed with this token (a retried call): nothing done
   -1 lock lost: the token does not match or the job is not active; refused
   -2 no such job
+A completed child of a flow is recorded on its parent (flow_lib).
 ]]
+-- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local prefix = ARGV[1]
+local base = string.sub(prefix, 1, -5)
 local maxlen = ARGV[2]
 local codes = {}
 local done = 0
 for i = 5, #ARGV, 3 do
   local id = ARGV[i]
   local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name')
+  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
+    'parent', 'parent_base')
   if not f[2] then
     codes[#codes + 1] = -2
   elseif f[1] ~= ARGV[i + 1] then
@@ -44,6 +48,9 @@ for i = 5, #ARGV, 3 do
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
     codes[#codes + 1] = 1
     done = done + 1
+    if f[8] then
+      qsim_child_finished(base, id, f[8], f[9], nil, ARGV[i + 2], nil, now_ms, now_s, maxlen)
+    end
   end
 end
 if done > 0 then
@@ -55,14 +62,16 @@ if done > 0 then
     if excess > 0 then
       if excess > 1000 then excess = 1000 end
       local old = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
-      for _, id in ipairs(old) do redis.call('DEL', prefix .. id) end
+      for _, id in ipairs(old) do
+        redis.call('DEL', prefix .. id, base .. 'children:' .. id, base .. 'children-failed:' .. id)
+      end
       redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
     end
   end
   if age >= 0 then
     local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms - age, 'LIMIT', 0, 1000)
     for _, id in ipairs(old) do
-      redis.call('DEL', prefix .. id)
+      redis.call('DEL', prefix .. id, base .. 'children:' .. id, base .. 'children-failed:' .. id)
       redis.call('ZREM', KEYS[2], id)
     end
   end

@@ -17,7 +17,9 @@ Returns one code per job:
    1 retry now (waiting)      2 retry later (delayed)      3 dead (DLQ)
    0 already handled with this token (a retried call): nothing done
   -1 lock lost: refused       -2 no such job
+A child of a flow that goes to the DLQ is recorded on its parent (flow_lib).
 ]]
+-- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
@@ -29,7 +31,7 @@ for i = 3, #ARGV, 5 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
-    'max_attempts', 'priority', 'log', 'name')
+    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy')
   if not f[2] then
     codes[#codes + 1] = -2
   elseif f[1] ~= ARGV[i + 1] then
@@ -51,6 +53,9 @@ for i = 3, #ARGV, 5 do
       redis.call('ZADD', KEYS[4], now_ms, id)
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', name, 'error', err)
       codes[#codes + 1] = 3
+      if f[10] then
+        qsim_child_finished(string.sub(prefix, 1, -5), id, f[10], f[11], f[12], nil, err, now_ms, now_s, maxlen)
+      end
     elseif delay > 0 then
       redis.call('HSET', jk, 'state', 'delayed')
       redis.call('ZADD', KEYS[3], now_ms + delay, id)

@@ -13,8 +13,10 @@ ARGV[4] at most this many jobs per call
 
 Each such job gets stalled + 1, its lock token is removed (a late completion
 is refused) and its attempt is logged as "stalled"; a stall does not count
-as an attempt. Returns {requeued ids, dead ids}.
+as an attempt. Returns {requeued ids, dead ids}. A child of a flow that goes
+to the DLQ is recorded on its parent (flow_lib).
 ]]
+-- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
@@ -27,7 +29,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = prefix .. id
   local f = redis.call('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
-    'attempts_made')
+    'attempts_made', 'parent', 'parent_base', 'parent_policy')
   if f[1] == 'active' then
     local stalled = tonumber(f[4] or '0') + 1
     redis.call('HDEL', jk, 'token')
@@ -42,6 +44,9 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[3], now_ms, id)
       redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', f[7] or '', 'error', err)
       dead[#dead + 1] = id
+      if f[9] then
+        qsim_child_finished(string.sub(prefix, 1, -5), id, f[9], f[10], f[11], nil, err, now_ms, now_s, maxlen)
+      end
     else
       local seq = redis.call('INCR', KEYS[6]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting')

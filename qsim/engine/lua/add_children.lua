@@ -1,0 +1,50 @@
+--[[ add_children: a running job adds children (fan-out) and becomes their parent.
+
+Children may live in other queues (on Redis Cluster: in the same slot). Each
+child's completion or death is recorded on the parent (see flow_lib); the
+parent's pending_children counts the children not finished yet.
+
+KEYS[1] parent's active ZSET
+KEYS[2..] each child's queue wait ZSET (declared so Cluster routes to one slot)
+ARGV[1] parent queue key base ("qsim:{q}:")
+ARGV[2] parent id
+ARGV[3] parent lock token
+ARGV[4] number of children n
+ARGV[5 + 10*i ..] per child: queue key base, on-failure policy ("fail" |
+        "ignore"), id ("" = generate), name, data (JSON), priority, delay_ms,
+        max_attempts, backoff (JSON or ""), timeout (s)
+
+Returns {code, ...}: {1, child id 1, ..., child id n} added; {-1} the token
+does not match an active parent (lock lost, nothing written); {-3, "queue:id"}
+a child id is taken (nothing written).
+]]
+-- @include flow_lib
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local pbase = ARGV[1]
+local pid = ARGV[2]
+local n = tonumber(ARGV[4])
+local f = redis.call('HMGET', pbase .. 'job:' .. pid, 'token', 'state')
+if f[1] ~= ARGV[3] or f[2] ~= 'active' then
+  return {-1}
+end
+for i = 0, n - 1 do
+  local b = 5 + i * 10
+  if ARGV[b + 2] ~= '' and redis.call('EXISTS', ARGV[b] .. 'job:' .. ARGV[b + 2]) == 1 then
+    return {-3, qsim_queue_of(ARGV[b]) .. ':' .. ARGV[b + 2]}
+  end
+end
+redis.call('HINCRBY', pbase .. 'job:' .. pid, 'pending_children', n)
+local out = {1}
+local woken = {}
+for i = 0, n - 1 do
+  local b = 5 + i * 10
+  out[#out + 1] = qsim_new_job(ARGV[b], b + 2, '', now_ms, now_s,
+    {'parent', pid, 'parent_base', pbase, 'parent_policy', ARGV[b + 1]})
+  if not woken[ARGV[b]] then
+    woken[ARGV[b]] = true
+    qsim_wake(ARGV[b])
+  end
+end
+return out

@@ -1,0 +1,103 @@
+-- flow_lib: helpers shared by the flow scripts and the scripts that finish jobs.
+-- Not a script of its own: scripts.lua_source pastes it where a script has the
+-- line "-- @include flow_lib". Key layout (see qsim.engine.keys):
+--   child hash:  parent (parent id), parent_base ("<prefix>:{<parent queue>}:"),
+--                parent_policy ("fail" | "ignore")
+--   parent hash: pending_children (children not finished yet),
+--                child_failed ("<queue>:<id>: <error>" of the first "fail" child that died)
+--   <parent_base>children:<pid>         HASH "<queue>:<id>" -> child return value (JSON)
+--   <parent_base>children-failed:<pid>  HASH "<queue>:<id>" -> child error
+
+-- A queue's name from its key base: "qsim:{orders}:" or, in a group,
+-- "qsim:{shop}:orders:" -> "orders"
+local function qsim_queue_of(base)
+  return string.match(base, '}:([^:]+):$') or string.match(base, '{(.-)}') or ''
+end
+
+-- Create one job from ARGV[b .. b+7] (id, name, data, priority, delay_ms,
+-- max_attempts, backoff, timeout) in the queue whose keys start with `base`.
+-- `state` "waiting_children" parks it in waiting-children; otherwise it goes
+-- to wait or delayed. Returns the id; the caller checked that it is free.
+local function qsim_new_job(base, b, state, now_ms, now_s, extra)
+  local id = ARGV[b]
+  if id == '' then
+    repeat
+      id = tostring(redis.call('INCR', base .. 'id'))
+    until redis.call('EXISTS', base .. 'job:' .. id) == 0
+  end
+  local prio = tonumber(ARGV[b + 3])
+  local delay = tonumber(ARGV[b + 4])
+  if state == 'waiting_children' then
+    redis.call('ZADD', base .. 'waiting-children', now_ms, id)
+  elseif delay > 0 then
+    state = 'delayed'
+    redis.call('ZADD', base .. 'delayed', now_ms + delay, id)
+  else
+    state = 'waiting'
+    local seq = redis.call('INCR', base .. 'seq') % 4294967296
+    redis.call('ZADD', base .. 'wait', prio * 4294967296 + seq, id)
+  end
+  redis.call('HSET', base .. 'job:' .. id, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
+    'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
+    'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
+    'attempts_made', 0, 'stalled', 0, unpack(extra))
+  return id
+end
+
+local function qsim_wake(base)
+  if redis.call('LLEN', base .. 'marker') == 0 then
+    redis.call('RPUSH', base .. 'marker', '1')
+  end
+end
+
+-- A child (of the queue with key base `base`) finished: completed (err == nil, value = its return value) or dead
+-- (err set). Records it on the parent; a parent in waiting-children moves to
+-- waiting once no child is pending, or to the DLQ when a "fail" child died.
+-- Idempotent per child (a second report of the same outcome does nothing).
+local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now_ms, now_s, maxlen)
+  local pk = pbase .. 'job:' .. pid
+  local pf = redis.call('HMGET', pk, 'state', 'priority', 'name')
+  if not pf[1] then
+    return
+  end
+  local ref = qsim_queue_of(base) .. ':' .. id
+  local vals, fails = pbase .. 'children:' .. pid, pbase .. 'children-failed:' .. pid
+  local left
+  if err then
+    if redis.call('HEXISTS', vals, ref) == 1 or redis.call('HSETNX', fails, ref, err) == 0 then
+      return
+    end
+    left = redis.call('HINCRBY', pk, 'pending_children', -1)
+  else
+    local was_failed = redis.call('HDEL', fails, ref)
+    if redis.call('HSETNX', vals, ref, value) == 0 then
+      return
+    end
+    if was_failed == 1 then
+      left = tonumber(redis.call('HGET', pk, 'pending_children') or '0')
+    else
+      left = redis.call('HINCRBY', pk, 'pending_children', -1)
+    end
+  end
+  if pf[1] ~= 'waiting_children' then
+    if err and policy ~= 'ignore' then
+      redis.call('HSETNX', pk, 'child_failed', ref .. ': ' .. err)
+    end
+    return
+  end
+  if err and policy ~= 'ignore' then
+    local perr = 'ChildFailed: child ' .. ref .. ' failed: ' .. err
+    redis.call('HSETNX', pk, 'child_failed', ref .. ': ' .. err)
+    redis.call('ZREM', pbase .. 'waiting-children', pid)
+    redis.call('HSET', pk, 'state', 'dead', 'finished_at', now_s, 'error', perr)
+    redis.call('ZADD', pbase .. 'dead', now_ms, pid)
+    redis.call('XADD', pbase .. 'events', 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', pid,
+      'name', pf[3] or '', 'error', perr)
+  elseif left <= 0 then
+    local seq = redis.call('INCR', pbase .. 'seq') % 4294967296
+    redis.call('ZREM', pbase .. 'waiting-children', pid)
+    redis.call('ZADD', pbase .. 'wait', tonumber(pf[2] or '0') * 4294967296 + seq, pid)
+    redis.call('HSET', pk, 'state', 'waiting')
+    qsim_wake(pbase)
+  end
+end

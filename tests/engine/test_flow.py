@@ -1,0 +1,236 @@
+"""Flows (FlowProducer: a parent after its children) and fan-out from a handler, on real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from qsim.engine import AsyncQueue, FlowProducer, Job, Queue, Worker
+from qsim.errors import FlowError, UnrecoverableError
+
+pytestmark = pytest.mark.redis
+
+FAST = {"lock_duration": 2.0, "stalled_interval": 0.5, "handle_signals": False}
+
+
+async def run_workers(workers: list[Worker], cond: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
+    """Run several workers in this loop until ``cond()``; then close them all."""
+    tasks = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        async with asyncio.timeout(timeout):
+            while not await cond():
+                for t in tasks:
+                    if t.done():
+                        t.result()
+                        raise AssertionError("a worker stopped early")
+                await asyncio.sleep(0.01)
+    finally:
+        await asyncio.gather(*(w.close(5) for w in workers))
+        await asyncio.gather(*tasks)
+
+
+def test_flow_across_two_queues_parent_runs_after_its_last_child(redis_url: str) -> None:
+    async def main() -> None:
+        flows = FlowProducer(redis=redis_url)
+        inv, data = AsyncQueue("invoicing", redis=redis_url), AsyncQueue("data", redis=redis_url)
+        added = []
+        for o in range(6):
+            added.append(await flows.add(
+                parent=("invoicing", "invoice", {"order": o}, {"job_id": f"inv-{o}"}),
+                children=[("data", "line", {"order": o, "k": k}) for k in range(4)]))
+        # Given: parents wait for their children, children wait to run
+        assert (await inv.counts())["waiting_children"] == 6 and (await inv.counts())["waiting"] == 0
+        assert (await data.counts())["waiting"] == 24
+        assert all(a.created and len(a.refs) == 4 and a.refs[0].startswith("data:") for a in added)
+
+        async def line(job: Job) -> dict[str, int]:
+            await asyncio.sleep(random.uniform(0, 0.05))
+            return {"amount": job.data["order"] * 10 + job.data["k"]}
+
+        async def invoice(job: Job) -> dict[str, Any]:
+            return await job.children_values()
+
+        # When a worker per queue runs them
+        ws = [Worker("data", line, redis=redis_url, concurrency=5, **FAST),
+              Worker("invoicing", invoice, redis=redis_url, concurrency=3, **FAST)]
+
+        async def all_done() -> bool:
+            return (await inv.counts())["completed"] == 6
+
+        await run_workers(ws, all_done)
+        # Then no parent started before its last child finished, and it saw every child's value
+        recs = {r.id: r for r in await data.job_records()}
+        for a in added:
+            parent = await inv.get_job(a.parent.id)
+            kids = [recs[c.id] for c in a.children]
+            assert parent.started_at >= max(k.finished_at for k in kids)  # type: ignore[operator, type-var]
+            o = parent.data["order"]
+            assert parent.returnvalue == {f"data:{c.id}": {"amount": o * 10 + i} for i, c in enumerate(a.children)}
+        assert (await inv.counts())["waiting_children"] == 0
+        # Adding the same parent id again is a no-op
+        again = await flows.add(parent=("invoicing", "invoice", {}, {"job_id": "inv-0"}), children=[("data", "x", {})])
+        assert not again.created and again.children == [] and (await data.counts())["waiting"] == 0
+        await flows.close()
+        await inv.close()
+        await data.close()
+
+    asyncio.run(main())
+
+
+def test_failing_child_fails_the_parent_under_fail_but_not_under_ignore(redis_url: str) -> None:
+    async def main() -> None:
+        flows = FlowProducer(redis=redis_url)
+        inv, data = AsyncQueue("invoicing", redis=redis_url), AsyncQueue("data", redis=redis_url)
+        for policy in ("fail", "ignore"):
+            await flows.add(parent=("invoicing", "invoice", {}, {"job_id": f"p-{policy}"}),
+                            children=[("data", "ok", {}, {"job_id": f"ok-{policy}"}),
+                                      ("data", "bad", {}, {"job_id": f"bad-{policy}", "attempts": 2}),
+                                      ("data", "ok", {}, {"job_id": f"ok2-{policy}"})],
+                            on_child_failure=policy)
+        ran: list[str] = []
+
+        async def child(job: Job) -> str:
+            if job.name == "bad":
+                raise RuntimeError(f"broken attempt {job.attempt}")
+            await asyncio.sleep(0.05)
+            return job.id
+
+        async def invoice(job: Job) -> dict[str, Any]:
+            ran.append(job.id)
+            return {"values": await job.children_values(), "failures": await job.children_failures()}
+
+        ws = [Worker("data", child, redis=redis_url, concurrency=2, **FAST),
+              Worker("invoicing", invoice, redis=redis_url, **FAST)]
+
+        async def settled() -> bool:
+            c = await inv.counts()
+            return c["dead"] == 1 and c["completed"] == 1 and (await data.counts())["completed"] == 4
+
+        await run_workers(ws, settled)
+        # fail: the parent went to the DLQ with the child's error and never ran
+        p = await inv.get_job("p-fail")
+        assert p.state == "dead" and p.error == "ChildFailed: child data:bad-fail failed: RuntimeError: broken attempt 2"
+        assert p.started_at is None and "p-fail" not in ran
+        assert [e["job"] for e in await inv.events() if e["event"] == "dead"] == ["p-fail"]
+        # ignore: the parent ran once the others were done; the dead child is listed apart
+        q = await inv.get_job("p-ignore")
+        assert q.state == "completed" and ran == ["p-ignore"]
+        assert q.returnvalue == {"values": {"data:ok-ignore": "ok-ignore", "data:ok2-ignore": "ok2-ignore"},
+                                 "failures": {"data:bad-ignore": "RuntimeError: broken attempt 2"}}
+        assert q.started_at >= (await data.get_job("ok2-ignore")).finished_at  # type: ignore[operator]
+        await flows.close()
+        await inv.close()
+        await data.close()
+
+    asyncio.run(main())
+
+
+def test_fan_out_of_50_children_with_progress(redis_url: str) -> None:
+    async def main() -> None:
+        fan, parts = AsyncQueue("fan", redis=redis_url), AsyncQueue("parts", redis=redis_url)
+        await fan.add("split", {"n": 50}, job_id="big")
+        progress: list[Any] = []
+
+        async def split(job: Job) -> int:
+            kids = await job.add_children([("parts", "render", {"page": p}) for p in range(job.data["n"])])
+            assert len(kids) == 50 and len({k.id for k in kids}) == 50
+            values = await job.wait_children()
+            return sum(values.values())
+
+        async def render(job: Job) -> int:
+            await asyncio.sleep(random.uniform(0, 0.02))
+            return int(job.data["page"])
+
+        w_fan = Worker("fan", split, redis=redis_url, **FAST)
+        w_fan.on("progress", lambda job, value: progress.append(value))
+
+        async def done() -> bool:
+            return (await fan.counts())["completed"] == 1
+
+        await run_workers([w_fan, Worker("parts", render, redis=redis_url, concurrency=10, **FAST)], done)
+        big = await fan.get_job("big")
+        assert big.returnvalue == sum(range(50))
+        kids = await parts.job_records()
+        assert len(kids) == 50 and all(k.state == "completed" for k in kids)
+        assert big.finished_at >= max(k.finished_at for k in kids)  # type: ignore[operator, type-var]
+        assert progress and progress[-1] == {"children_done": 50, "children_total": 50}
+        done_counts = [p["children_done"] for p in progress]
+        assert done_counts == sorted(done_counts) and all(p["children_total"] == 50 for p in progress)
+        await fan.close()
+        await parts.close()
+
+    asyncio.run(main())
+
+
+def test_fan_out_child_failure_raises_in_the_parent(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("fan", redis=redis_url)
+        await q.add("split", {}, job_id="p")
+
+        async def handler(job: Job) -> Any:
+            if job.name == "piece":
+                if job.data["i"] == 3:
+                    raise UnrecoverableError("piece 3 is poison")
+                return job.data["i"]
+            await job.add_children([("fan", "piece", {"i": i}, {"job_id": f"c{i}"}) for i in range(5)])
+            return await job.wait_children(progress=False)
+
+        async def dead() -> bool:
+            return (await q.counts())["dead"] == 2
+
+        await run_workers([Worker("fan", handler, redis=redis_url, concurrency=3, **FAST)], dead)
+        p = await q.get_job("p")
+        assert p.error == "ChildFailed: child fan:c3: UnrecoverableError: piece 3 is poison"
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_flow_refuses_a_taken_child_id_and_writes_nothing(redis_url: str) -> None:
+    async def main() -> None:
+        data = Queue("data", redis=redis_url)
+        data.add("x", {}, job_id="taken")
+        flows = FlowProducer(redis=redis_url)
+        with pytest.raises(FlowError, match="data:taken"):
+            await flows.add(parent=("inv", "p", {}), children=[("data", "y", {}), ("data", "x", {}, {"job_id": "taken"})])
+        assert Queue("inv", redis=data.client).counts()["waiting_children"] == 0
+        assert data.counts()["waiting"] == 1
+        with pytest.raises(ValueError, match="on_failure"):
+            await flows.add(parent=("inv", "p", {}), children=[("data", "y", {}, {"on_failure": "explode"})])
+        with pytest.raises(ValueError, match="delay"):
+            await flows.add(parent=("inv", "p", {}, {"delay": 1.0}), children=[])
+        await flows.close()
+        data.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.cluster
+def test_flow_on_redis_cluster_one_slot_runs_and_cross_slot_is_refused(cluster_url: str) -> None:
+    async def main() -> None:
+        flows = FlowProducer(redis=cluster_url)
+        # "orders" and "billing" live on different masters: refused before anything is written
+        with pytest.raises(FlowError, match="share one hash slot"):
+            await flows.add(parent=("orders", "p", {}), children=[("billing", "c", {})])
+        q = AsyncQueue("orders", redis=cluster_url)
+        assert (await q.counts())["waiting_children"] == 0
+        added = await flows.add(parent=("orders", "total", {}), children=[("orders", "part", {"v": v}) for v in range(5)])
+
+        async def handler(job: Job) -> Any:
+            if job.name == "part":
+                return job.data["v"]
+            return sum((await job.children_values()).values())
+
+        async def done() -> bool:
+            return (await q.counts())["completed"] == 6
+
+        await run_workers([Worker("orders", handler, redis=cluster_url, concurrency=4, **FAST)], done)
+        assert (await q.get_job(added.parent.id)).returnvalue == 10
+        await flows.close()
+        await q.close()
+
+    asyncio.run(main())
