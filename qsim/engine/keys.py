@@ -17,6 +17,18 @@ one Redis Cluster slot and its Lua scripts may touch all of its keys::
     qsim:{orders}:job:<id>      HASH  one job (see qsim.engine.job)
     qsim:{orders}:children:<id> HASH  a parent's finished children: "<queue>:<id>" -> return value (JSON)
     qsim:{orders}:children-failed:<id>  HASH  its dead children: "<queue>:<id>" -> error
+    qsim:{orders}:ratelimit     ZSET  recent job starts (score = start time, us) for the
+                                      sliding rate limit; ``ratelimit:<value>`` per key value
+    qsim:{orders}:wrr:<worker>  HASH  a multi-queue worker's smooth-WRR state (kept on the
+                                      worker's first queue; expires after an hour unused)
+
+Queues in a group: ``QueueKeys("orders", group="shop")`` spells the keys
+``qsim:{shop}:orders:wait`` etc. A worker serving several queues runs one
+script over all of their keys, which on Redis Cluster is only allowed when
+they live in one slot: queues served together by one worker must share a
+group (the same ``group=`` on every Queue and on the Worker). On a single
+Redis server any queues may be served together. Without a group a queue's
+keys are ``qsim:{queue}:...`` as before.
 """
 
 from __future__ import annotations
@@ -42,16 +54,28 @@ class QueueKeys:
     Args:
         queue: The queue name (becomes the hash tag).
         prefix: The key prefix, ``"qsim"`` by default.
+        group: Hash tag shared by several queues (replaces the queue's own
+            tag), so one worker may serve them together on Redis Cluster.
     """
 
     queue: str
     prefix: str = DEFAULT_PREFIX
+    group: str | None = None
     base: str = field(init=False)
 
     def __post_init__(self) -> None:
         validate_name("queue name", self.queue)
         validate_name("prefix", self.prefix)
-        object.__setattr__(self, "base", f"{self.prefix}:{{{self.queue}}}:")
+        if self.group is None:
+            object.__setattr__(self, "base", f"{self.prefix}:{{{self.queue}}}:")
+        else:
+            validate_name("group", self.group)
+            object.__setattr__(self, "base", f"{self.prefix}:{{{self.group}}}:{self.queue}:")
+
+    @property
+    def tag(self) -> str:
+        """The hash tag (the group, or the queue name)."""
+        return self.group or self.queue
 
     @property
     def wait(self) -> str:
@@ -96,6 +120,15 @@ class QueueKeys:
     @property
     def seq(self) -> str:
         return self.base + "seq"
+
+    @property
+    def ratelimit(self) -> str:
+        """Recent starts of the rate limit; ``<this>:<value>`` per key value when keyed."""
+        return self.base + "ratelimit"
+
+    def wrr(self, worker_id: str) -> str:
+        """A worker's smooth weighted round-robin state."""
+        return self.base + "wrr:" + worker_id
 
     @property
     def job_prefix(self) -> str:

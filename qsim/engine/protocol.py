@@ -22,7 +22,10 @@ __all__ = [
     "parse_add",
     "promote_call",
     "fetch_call",
+    "fetch_multi_call",
     "parse_fetch",
+    "parse_fetch_status",
+    "POLICIES",
     "complete_call",
     "fail_call",
     "extend_lock_call",
@@ -66,6 +69,11 @@ class Fetched(NamedTuple):
     max_attempts: str
     backoff: str
     timeout: str
+    queue_index: str = "1"  # 1-based index of the queue in the fetch call
+
+
+#: Multi-queue fetch policies (see lua/fetch.lua).
+POLICIES = ("priority", "ordered", "wrr")
 
 
 def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
@@ -84,11 +92,38 @@ def promote_call(k: QueueKeys, limit: int = 1000) -> Call:
 
 
 def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str) -> Call:
-    return Call("fetch", (k.wait, k.active, k.meta, k.marker), (k.job_prefix, n, lock_ms, worker_id, token_prefix))
+    return fetch_multi_call((k,), n, lock_ms, worker_id, token_prefix)
+
+
+def fetch_multi_call(
+    ks: Sequence[QueueKeys],
+    n: int,
+    lock_ms: int,
+    worker_id: str,
+    token_prefix: str,
+    policy: str = "priority",
+    weights: Sequence[int] | None = None,
+) -> Call:
+    """Fetch from several queues (in one hash slot on Cluster); ``weights`` in the order of ``ks``."""
+    keys: list[str] = []
+    args: list[Any] = [n, lock_ms, worker_id, token_prefix, policy]
+    for i, k in enumerate(ks):
+        keys += (k.wait, k.active, k.meta, k.marker, k.ratelimit)
+        args += (k.job_prefix, weights[i] if weights else 1)
+    keys.append(ks[0].wrr(worker_id))
+    return Call("fetch", keys, args)
 
 
 def parse_fetch(reply: str) -> list[Fetched]:
-    return [Fetched(*r) for r in json.loads(reply)]
+    return [Fetched(*r) for r in json.loads(reply)[1:]]
+
+
+def parse_fetch_status(reply: str) -> tuple[list[Fetched], int, list[int]]:
+    """Jobs, ms until a rate-limited queue may start a job (-1: none is), and the
+    (1-based) indexes of the queues whose rate limit holds back waiting jobs."""
+    r = json.loads(reply)
+    status = r[0]
+    return [Fetched(*j) for j in r[1:]], int(status[0]), [int(i) for i in status[1:]]
 
 
 def complete_call(

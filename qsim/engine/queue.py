@@ -14,6 +14,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from qsim.engine import limiter
 from qsim.engine.backoff import Backoff
 from qsim.engine.connection import check_decoded, connect, connect_async
 from qsim.engine.job import EnqueuedJob, JobInfo
@@ -64,6 +65,9 @@ class QueueCore:
         redact: Field names whose values are hidden in logs, events and the
             DLQ listing (case-insensitive).
         events_maxlen: Approximate cap of the event stream.
+        group: Hash tag shared with other queues that one worker serves
+            together on Redis Cluster (see :mod:`qsim.engine.keys`); the
+            worker must be given the same group.
     """
 
     def __init__(
@@ -71,12 +75,13 @@ class QueueCore:
         name: str,
         *,
         prefix: str = DEFAULT_PREFIX,
+        group: str | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         warn_payload: int = DEFAULT_WARN_PAYLOAD,
         redact: Iterable[str] = DEFAULT_REDACT,
         events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
     ) -> None:
-        self.keys = QueueKeys(name, prefix)
+        self.keys = QueueKeys(name, prefix, group)
         self.name = name
         if not isinstance(max_payload, int) or max_payload < 1:
             raise ValueError(f"max_payload must be an int >= 1, got {max_payload!r}")
@@ -356,6 +361,23 @@ class Queue(QueueCore):
         """Keep at most ``keep_count`` completed jobs and none older than ``keep_age`` s (None: no limit)."""
         self._run(self.op_set_retention(keep_count, keep_age), "set_retention")
 
+    def set_concurrency_limit(self, n: int | None) -> None:
+        """At most ``n`` active jobs of this queue, all workers together (None: no limit)."""
+        self._run(limiter.op_set_concurrency_limit(self.keys, n), "set_concurrency_limit")
+
+    def set_rate_limit(self, max: int | None, per: float = 1.0, *, key: str | None = None) -> None:  # noqa: A002
+        """At most ``max`` job starts in any ``per`` s window, all workers together; with ``key``,
+        per value of that payload field (None: no limit). See :mod:`qsim.engine.limiter`."""
+        self._run(limiter.op_set_rate_limit(self.keys, max, per, key), "set_rate_limit")
+
+    def set_aging(self, seconds: float | None) -> None:
+        """A waiting job gains one priority level per ``seconds`` waited (None: off)."""
+        self._run(limiter.op_set_aging(self.keys, seconds), "set_aging")
+
+    def limits(self) -> dict[str, Any]:
+        """The queue's limits and their use: concurrency_limit, active, rate_limit, rate_window, aging."""
+        return self._run(limiter.op_limits(self.keys), "limits")  # type: ignore[no-any-return]
+
     def dead(self, limit: int = 100, offset: int = 0) -> list[JobInfo]:
         """Dead-letter jobs, oldest first, sensitive fields redacted."""
         return self._run(self.op_dead(limit, offset), "dead")  # type: ignore[no-any-return]
@@ -450,6 +472,18 @@ class AsyncQueue(QueueCore):
         self, *, keep_count: int | None = DEFAULT_KEEP_COMPLETED, keep_age: float | None = None
     ) -> None:
         await self._run(self.op_set_retention(keep_count, keep_age), "set_retention")
+
+    async def set_concurrency_limit(self, n: int | None) -> None:
+        await self._run(limiter.op_set_concurrency_limit(self.keys, n), "set_concurrency_limit")
+
+    async def set_rate_limit(self, max: int | None, per: float = 1.0, *, key: str | None = None) -> None:  # noqa: A002
+        await self._run(limiter.op_set_rate_limit(self.keys, max, per, key), "set_rate_limit")
+
+    async def set_aging(self, seconds: float | None) -> None:
+        await self._run(limiter.op_set_aging(self.keys, seconds), "set_aging")
+
+    async def limits(self) -> dict[str, Any]:
+        return await self._run(limiter.op_limits(self.keys), "limits")  # type: ignore[no-any-return]
 
     async def dead(self, limit: int = 100, offset: int = 0) -> list[JobInfo]:
         return await self._run(self.op_dead(limit, offset), "dead")  # type: ignore[no-any-return]

@@ -9,6 +9,14 @@ batched by themselves. When the queue is empty the worker blocks on the
 queue's marker list (BLPOP) until ``add`` (or a retry, a promotion, a
 stalled-job recovery) pushes to it: no sleep-polling.
 
+Several queues: one ``fetch`` script call chooses among them by ``policy``
+(``priority`` / ``ordered`` / ``wrr``) and honours each queue's concurrency
+limit, rate limit and aging (:mod:`qsim.engine.limiter`); the smooth-WRR
+state lives in Redis (a hash per worker, updated by the same script, so
+pipelined fetches share it). Idle, the worker BLPOPs on all its queues'
+markers at once; when every queue with work is held back by its rate limit
+it waits exactly the delay the fetch returned.
+
 Two side tasks: one renews the locks of all active jobs in one script call
 every ``lock_duration / 2`` seconds; one recovers stalled jobs every
 ``stalled_interval`` seconds.
@@ -46,11 +54,12 @@ from qsim.engine.payload import (
     scrub_text,
 )
 from qsim.engine.protocol import (
+    POLICIES,
     Fetched,
     complete_call,
     fail_call,
-    fetch_call,
-    parse_fetch,
+    fetch_multi_call,
+    parse_fetch_status,
     progress_call,
     promote_call,
     release_call,
@@ -79,8 +88,15 @@ class Worker:
     """Runs ``handler`` on the jobs of a queue, ``concurrency`` at a time.
 
     Args:
-        queues: A queue name, or a list holding one name (several queues
-            per worker are not supported yet).
+        queues: A queue name, or a list of names served together.
+        policy: How a fetch chooses among several queues: ``"priority"``
+            (lowest job priority across the queues, FIFO within a level),
+            ``"ordered"`` (first listed queue with a job first) or ``"wrr"``
+            (smooth weighted round-robin over the queues with a startable job).
+        weights: ``{queue: int >= 1}`` for ``wrr`` (default 1 each).
+        group: Hash tag the queues share (the same ``group=`` as on their
+            :class:`~qsim.engine.queue.Queue`); needed on Redis Cluster
+            when serving several queues.
         handler: ``async def handler(job) -> result``; the result must be JSON.
         redis: A ``redis://`` URL, or ``redis+cluster://`` for Redis Cluster (the
             worker makes its own asyncio client).
@@ -113,6 +129,9 @@ class Worker:
         queues: str | Sequence[str],
         handler: Handler,
         *,
+        policy: str = "priority",
+        weights: dict[str, int] | None = None,
+        group: str | None = None,
         redis: str = "redis://127.0.0.1:6379/0",  # noqa: F811
         concurrency: int = 10,
         lock_duration: float = 30.0,
@@ -134,8 +153,16 @@ class Worker:
         names = [queues] if isinstance(queues, str) else list(queues)
         if not names:
             raise ValueError(f"queues must name at least one queue, got {queues!r}")
-        if len(names) > 1:
-            raise ValueError(f"several queues per worker are not supported yet, got {names!r}: run one worker per queue")
+        if len(set(names)) != len(names):
+            raise ValueError(f"queues must not repeat a name, got {names!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        weights = dict(weights or {})
+        for q, w in weights.items():
+            if q not in names:
+                raise ValueError(f"weights name a queue this worker does not serve: {q!r} (queues: {names!r})")
+            if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+                raise ValueError(f"weight of queue {q!r} must be an int >= 1, got {w!r}")
         if not callable(handler):
             raise ValueError(f"handler must be an async function, got {handler!r}")
         if not isinstance(redis, str):
@@ -158,7 +185,12 @@ class Worker:
         if keep_completed_for is not None and not keep_completed_for >= 0:
             raise ValueError(f"keep_completed_for must be >= 0 seconds or None, got {keep_completed_for!r}")
         self.queue = names[0]
-        self.keys = QueueKeys(self.queue, prefix)
+        self.queues = names
+        self.policy = policy
+        self.weights = [weights.get(q, 1) for q in names]
+        self.all_keys = [QueueKeys(q, prefix, group) for q in names]
+        self.keys = self.all_keys[0]
+        self._keys_of = dict(zip(names, self.all_keys))
         self.handler = handler
         self.url = redis
         self.concurrency = concurrency
@@ -213,14 +245,18 @@ class Worker:
         self._running = True
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)
-        side = [
-            asyncio.ensure_future(renew_locks(self.client, self.scripts, self.keys, self._lock_ms,
-                                              self.lock_duration / 2, self._held)),
-            asyncio.ensure_future(recover_stalled(self.client, self.scripts, self.keys, self.events_maxlen,
-                                                  self.max_stalled, self.stalled_interval,
-                                                  lambda jid: self._emitter.emit("stalled", jid))),
-        ]
-        logger.info("worker %s started on queue %s (concurrency %s)", self.id, self.queue, self.concurrency)
+        side = []
+        for k in self.all_keys:
+            held = self._held if len(self.all_keys) == 1 else self._held_of(k.queue)
+            side += [
+                asyncio.ensure_future(renew_locks(self.client, self.scripts, k, self._lock_ms,
+                                                  self.lock_duration / 2, held)),
+                asyncio.ensure_future(recover_stalled(self.client, self.scripts, k, self.events_maxlen,
+                                                      self.max_stalled, self.stalled_interval,
+                                                      lambda jid: self._emitter.emit("stalled", jid))),
+            ]
+        logger.info("worker %s started on queue %s (concurrency %s)", self.id, ", ".join(self.queues),
+                    self.concurrency)
         try:
             await self._loop()
         except asyncio.CancelledError:
@@ -278,6 +314,8 @@ class Worker:
         self._delay = 0.05
         self._flush_deadline: float | None = None
         self._gave_up = False
+        self._rate_until = 0.0  # loop time a rate-limited queue may start a job again
+        self._rate_held: set[int] = set()  # (0-based) queues held back by their rate limit until then
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         if not self.handle_signals:
@@ -322,9 +360,14 @@ class Worker:
                 continue
             promote = slots > 0 and now >= self._next_promote
             fetch = slots > 0 and (self._maybe_ready or promote)
+            if fetch and now < self._rate_until and len(self._rate_held) == len(self.all_keys):
+                fetch = promote  # every queue waits for its rate limit: only promotions may bring work
             if self._inflight >= self.max_inflight or not (pending or fetch):
                 if slots > 0 and self._blpop is None and not self._inflight:
-                    self._start_blpop(max(0.001, min(self.block_timeout, self._next_due - now)))
+                    wait = min(self.block_timeout, self._next_due - now)
+                    if now < self._rate_until:
+                        wait = min(wait, self._rate_until - now)
+                    self._start_blpop(max(0.001, wait))
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -332,21 +375,21 @@ class Worker:
             fails, self._fails = self._fails[:self.batch_size], self._fails[self.batch_size:]
             rels, self._releases = self._releases, []
             calls: list[Call] = []
-            k = self.keys
-            if acks:
+            for k, sub in self._groups(acks):
                 calls.append(complete_call(k, self.events_maxlen, self.keep_count, self.keep_age_ms,
-                                           [(j.id, j.token, rv) for j, rv, _ in acks]))
-            if fails:
-                calls.append(fail_call(k, self.events_maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in fails]))
-            if rels:
-                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in rels]))
+                                           [(j.id, j.token, rv) for j, rv, _ in sub]))
+            for k, sub in self._groups(fails):
+                calls.append(fail_call(k, self.events_maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in sub]))
+            for k, sub in self._groups(rels):
+                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in sub]))
             if promote:
-                calls.append(promote_call(k))
+                calls += [promote_call(k) for k in self.all_keys]
                 self._next_promote = now + _PROMOTE_EVERY
             n = min(slots, self.batch_size) if fetch else 0
             if n:
                 self._fetch_seq += 1
-                calls.append(fetch_call(k, n, self._lock_ms, self.id, f"{self.id}:{self._fetch_seq}"))
+                calls.append(fetch_multi_call(self.all_keys, n, self._lock_ms, self.id,
+                                              f"{self.id}:{self._fetch_seq}", self.policy, self.weights))
                 self._reserved += n
             self._inflight += 1
             tick = asyncio.ensure_future(self._tick(calls, acks, fails, rels, promote, n))
@@ -396,32 +439,54 @@ class Worker:
         """Act on the replies of one batch, in the order the calls were made."""
         loop = asyncio.get_running_loop()
         i = 0
-        if acks:
-            self._after_complete(acks, replies[i])
+        for _, sub in self._groups(acks):
+            self._after_complete(sub, replies[i])
             i += 1
-        if fails:
-            self._after_fail(fails, replies[i])
+        for _, sub in self._groups(fails):
+            self._after_fail(sub, replies[i])
             i += 1
-        if rels:
-            logger.info("handed %s cut-off jobs back to queue %s", replies[i], self.queue)
+        for k, _ in self._groups(rels):
+            logger.info("handed %s cut-off jobs back to queue %s", replies[i], k.queue)
             i += 1
         if promote:
-            left = int(replies[i])
-            i += 1
-            self._next_due = loop.time() + left / 1000.0 if left >= 0 else float("inf")
+            lefts = [int(r) for r in replies[i:i + len(self.all_keys)]]
+            i += len(self.all_keys)
+            due = [x for x in lefts if x >= 0]
+            self._next_due = loop.time() + min(due) / 1000.0 if due else float("inf")
             self._next_promote = min(self._next_promote, self._next_due)
         if n:
-            got = parse_fetch(replies[i])
+            got, wait_ms, held = parse_fetch_status(replies[i])
             self._maybe_ready = len(got) >= n
+            if wait_ms >= 0:
+                self._rate_until = loop.time() + wait_ms / 1000.0
+                self._rate_held = {h - 1 for h in held}
+            else:
+                self._rate_until, self._rate_held = 0.0, set()
             if got:
                 self._start(got)
+
+    def _groups(self, items: Sequence[Any]) -> list[tuple[QueueKeys, list[Any]]]:
+        """``items`` (jobs, or tuples starting with a job) split by queue, in the worker's queue order."""
+        if not items:
+            return []
+        if len(self.all_keys) == 1:
+            return [(self.keys, list(items))]
+        by: dict[str, list[Any]] = {}
+        for it in items:
+            by.setdefault((it if isinstance(it, Job) else it[0]).queue, []).append(it)
+        return [(k, by[k.queue]) for k in self.all_keys if k.queue in by]
 
     def _start_blpop(self, timeout: float) -> None:
         self._blpop = asyncio.ensure_future(self._block(timeout))
 
     async def _block(self, timeout: float) -> None:
+        held = self._rate_held if asyncio.get_running_loop().time() < self._rate_until else set()
+        markers = [k.marker for i, k in enumerate(self.all_keys) if i not in held]
         try:
-            await self.client.blpop([self.keys.marker], timeout=round(timeout, 3) or 0.001)
+            if markers:
+                await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
+            else:  # every queue waits for its rate limit: nothing to block on until then
+                await asyncio.sleep(timeout)
         except asyncio.CancelledError:
             raise
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
@@ -438,8 +503,9 @@ class Worker:
             try:
                 job = self._job(f)
             except (ValueError, KeyError, TypeError, PayloadError) as e:
-                logger.error("job %s of queue %s is corrupt (%s): moving it to the DLQ", f.id, self.queue, e)
-                job = Job(f.id, f.name, None, 1, self.queue, 1, 0.0, None, f.token, self)
+                queue = self.queues[int(f.queue_index) - 1]
+                logger.error("job %s of queue %s is corrupt (%s): moving it to the DLQ", f.id, queue, e)
+                job = Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self)
                 err = e if isinstance(e, PayloadError) else PayloadError(f"job hash is corrupt: {e}")
                 self._fails.append((job, f"PayloadError: {err}", "", -1, err))
                 continue
@@ -456,7 +522,7 @@ class Worker:
             data = json.loads(f.data)
         except ValueError as e:
             raise PayloadError(f"job data is not valid JSON: {e}") from e
-        return Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queue, int(f.max_attempts),
+        return Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queues[int(f.queue_index) - 1], int(f.max_attempts),
                    float(f.timeout or 0), bo, f.token, self)
 
     async def _run_job(self, job: Job) -> None:
@@ -527,6 +593,9 @@ class Worker:
                        "recovered elsewhere)", job.id, what)
         self._emitter.emit("lock_lost", job)
 
+    def _held_of(self, queue: str) -> Callable[[], list[Job]]:
+        return lambda: [j for j in self._held() if j.queue == queue]
+
     def _held(self) -> list[Job]:
         """Jobs whose lock this worker holds: running, or finished but not yet acknowledged."""
         return [j for j, _ in self._active.values()] + [a[0] for a in self._acks] + [f[0] for f in self._fails]
@@ -536,7 +605,7 @@ class Worker:
                               warn_bytes=self.max_payload)
         try:
             code = (await run_calls_async(self.client, self.scripts, [
-                progress_call(self.keys, self.events_maxlen, job.id, job.token, text)]))[0]
+                progress_call(self._keys_of[job.queue], self.events_maxlen, job.id, job.token, text)]))[0]
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             raise RedisUnavailable(f"cannot report progress of job {job.id}: {e}") from e
         if code < 0:
@@ -584,6 +653,7 @@ class Worker:
             try:
                 async with asyncio.timeout(2.0):
                     await run_calls_async(self.client, self.scripts, [
-                        release_call(self.keys, self.events_maxlen, [(j.id, j.token) for j in jobs])])
+                        release_call(k, self.events_maxlen, [(j.id, j.token) for j in sub])
+                        for k, sub in self._groups(jobs)])
             except (*CONNECTION_ERRORS, redis.exceptions.RedisError, TimeoutError) as e:
                 logger.warning("could not hand back %s jobs: %s", len(jobs), e)

@@ -275,8 +275,14 @@ def test_worker_config_is_validated() -> None:
         Worker("q", h, concurrency=0)
     with pytest.raises(ValueError, match="lock_duration must be > 0 seconds, got -1"):
         Worker("q", h, lock_duration=-1)
-    with pytest.raises(ValueError, match="several queues"):
-        Worker(["a", "b"], h)
+    with pytest.raises(ValueError, match="policy must be one of priority, ordered, wrr, got 'fair'"):
+        Worker(["a", "b"], h, policy="fair")
+    with pytest.raises(ValueError, match="weights name a queue this worker does not serve: 'c'"):
+        Worker(["a", "b"], h, policy="wrr", weights={"c": 1})
+    with pytest.raises(ValueError, match="weight of queue 'a' must be an int >= 1, got 0"):
+        Worker(["a", "b"], h, policy="wrr", weights={"a": 0})
+    with pytest.raises(ValueError, match="must not repeat"):
+        Worker(["a", "a"], h)
     with pytest.raises(ValueError, match="event must be one of"):
         Worker("q", h).on("finished", print)
 

@@ -3,7 +3,7 @@
 KEYS[1] active     ZSET locked ids
 KEYS[2] completed  ZSET completed ids (score = finish ms)
 KEYS[3] events     STREAM event stream
-KEYS[4] meta       HASH queue settings (keep_count, keep_age_ms)
+KEYS[4] meta       HASH queue settings (keep_count, keep_age_ms, concurrency_limit)
 ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
 ARGV[3] default keep_count (-1 = keep all) when meta has none
@@ -16,6 +16,7 @@ Returns one code per job:
   -1 lock lost: the token does not match or the job is not active; refused
   -2 no such job
 A completed child of a flow is recorded on its parent (flow_lib).
+With a concurrency_limit and jobs waiting, the queue's marker (<base>marker) is pushed.
 ]]
 -- @include flow_lib
 local t = redis.call('TIME')
@@ -54,7 +55,11 @@ for i = 5, #ARGV, 3 do
   end
 end
 if done > 0 then
-  local m = redis.call('HMGET', KEYS[4], 'keep_count', 'keep_age_ms')
+  local m = redis.call('HMGET', KEYS[4], 'keep_count', 'keep_age_ms', 'concurrency_limit')
+  -- freed slots of a queue with a concurrency limit: wake a worker waiting for one
+  if m[3] and redis.call('ZCARD', base .. 'wait') > 0 and redis.call('LLEN', base .. 'marker') == 0 then
+    redis.call('RPUSH', base .. 'marker', '1')
+  end
   local keep = tonumber(m[1] or ARGV[3])
   local age = tonumber(m[2] or ARGV[4])
   if keep >= 0 then

@@ -13,6 +13,7 @@ ARGV[3 + 5*i ..] per job: id, lock token, error (one line), traceback,
         retry delay ms (-1 = unrecoverable: no retry whatever attempts are left)
 
 A job is retried while attempts_made (after this failure) < max_attempts.
+With a concurrency_limit in the queue's meta (<base>meta) and jobs waiting, the marker is pushed.
 Returns one code per job:
    1 retry now (waiting)      2 retry later (delayed)      3 dead (DLQ)
    0 already handled with this token (a retried call): nothing done
@@ -71,6 +72,13 @@ for i = 3, #ARGV, 5 do
       codes[#codes + 1] = 1
       wake = true
     end
+  end
+end
+-- freed slots of a queue with a concurrency limit: wake a worker waiting for one
+if not wake and redis.call('ZCARD', KEYS[2]) > 0
+    and redis.call('HEXISTS', string.sub(KEYS[2], 1, -5) .. 'meta', 'concurrency_limit') == 1 then
+  for _, c in ipairs(codes) do
+    if c > 0 then wake = true end
   end
 end
 if wake and redis.call('LLEN', KEYS[6]) == 0 then

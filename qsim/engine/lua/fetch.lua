@@ -1,53 +1,274 @@
---[[ fetch: take up to n waiting jobs (lowest score first) and lock them.
+--[[ fetch: choose among a worker's queues and lock up to n jobs, in one atomic step.
 
-KEYS[1] wait      ZSET waiting ids
-KEYS[2] active    ZSET locked ids (score = lock expiry ms)
-KEYS[3] meta      HASH queue settings (paused)
-KEYS[4] marker    LIST wake-up marker
-ARGV[1] job key prefix
-ARGV[2] n, the worker's free slots
-ARGV[3] lock duration (ms)
-ARGV[4] worker id
-ARGV[5] token prefix; job k of this call gets the lock token "<prefix>:<k>"
+For queue i = 1..Q (Q = (#KEYS - 1) / 5), KEYS[5*(i-1) + 1 .. 5*i] (queue 1: KEYS[1]..KEYS[5]):
+  wait       ZSET waiting ids (score = priority * 2^32 + seq)
+  active     ZSET locked ids (score = lock expiry ms)
+  meta       HASH paused, concurrency_limit, rate_max, rate_per_ms, rate_key, aging_ms
+  marker     LIST wake-up marker
+  ratelimit  ZSET recent starts (score = start time in us, member = lock token);
+             with rate_key set, "<ratelimit>:<value>" per value of that payload field
+KEYS[5*Q + 1] wrr  HASH this worker's smooth-WRR state: field i = current weight of
+             queue i (read and written only for policy wrr with Q > 1)
+ARGV[1] n, the worker's free slots
+ARGV[2] lock duration (ms)
+ARGV[3] worker id
+ARGV[4] token prefix; job k of this call gets the lock token "<prefix>:<k>"
+ARGV[5] policy when Q > 1: priority | ordered | wrr
+ARGV[6 + 2*(i-1)] job key prefix of queue i;  ARGV[7 + 2*(i-1)] its wrr weight (int >= 1)
 
-Returns one JSON string (one bulk reply, cheap to parse): an array with one
-array per job: [id, token, name, data, attempts_made, max_attempts, backoff,
-timeout], all strings. "[]" when the queue is paused or empty. Ids whose
-hash is gone are dropped; a hash missing fields is returned with "" for
-them (the worker sends it to the DLQ).
+Each pick takes one job from one queue among those with a startable job
+(not paused, under its limits):
+  priority  the lowest effective priority across the queues' candidates; ties go
+            to the earlier ready time (enqueued_at + delay), then the earlier queue
+  ordered   the first listed queue
+  wrr       smooth weighted round-robin (nginx): every eligible queue's current
+            weight grows by its weight, the largest is picked and loses the total
+            of the eligible weights
+A queue's candidate is its head (lowest score). With aging_ms set, it is the
+job with the lowest effective priority  p - (now_ms - ready_ms) / aging_ms
+among the oldest job of each of its 32 best priority levels (ready_ms =
+enqueued_at + delay, in ms; ties: the better level). With rate_key set, it
+is the first of the 64 best waiting jobs whose key value is under its limit
+(with aging: the lowest effective priority among those).
+Limits: concurrency_limit caps ZCARD(active) (a dead worker's job counts until
+the stalled check removes it); the rate limit is a sliding window: a start is
+allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
+
+Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]:
+wait_ms is -1, or, when queues i still have waiting jobs that their rate limit
+holds back, the ms until the earliest of them may start. job = [id, token,
+name, data, attempts_made, max_attempts, backoff, timeout, queue index], all
+strings. Ids whose hash is gone are dropped; a hash missing fields is returned
+with "" for them (the worker sends it to the DLQ).
+Markers: a queue with jobs left and room pushes its marker (other workers take
+the rest); a queue at its concurrency limit has its marker deleted (complete
+and fail push it when a slot frees).
 ]]
-if redis.call('HGET', KEYS[3], 'paused') == '1' then
-  return '[]'
-end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-local prefix = ARGV[1]
-local expiry = now_ms + tonumber(ARGV[3])
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[2]))
-local out = {}
-local k = 0
-for i = 1, #popped, 2 do
-  local id = popped[i]
-  local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at')
-  if f[1] or redis.call('EXISTS', jk) == 1 then
-    k = k + 1
-    local tok = ARGV[5] .. ':' .. k
-    if f[7] then
-      redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', ARGV[4], 'token', tok)
+local n = tonumber(ARGV[1])
+local expiry = now_ms + tonumber(ARGV[2])
+local worker = ARGV[3]
+local tokp = ARGV[4]
+local policy = ARGV[5]
+local Q = (#KEYS - 1) / 5
+local SHIFT = 4294967296
+local LEVELS, LOOK = 32, 64
+
+local qs = {}
+for i = 1, Q do
+  local b = 5 * (i - 1)
+  local q = {wait = KEYS[b + 1], active = KEYS[b + 2], meta = KEYS[b + 3], marker = KEYS[b + 4], rl = KEYS[b + 5],
+    prefix = ARGV[6 + 2 * (i - 1)], weight = tonumber(ARGV[7 + 2 * (i - 1)]), room = n}
+  local m = redis.call('HMGET', q.meta, 'paused', 'concurrency_limit', 'rate_max', 'rate_per_ms', 'rate_key', 'aging_ms')
+  q.off = m[1] == '1'
+  if m[2] then
+    q.climit = tonumber(m[2])
+    local r = q.climit - redis.call('ZCARD', q.active)
+    if r < q.room then q.room = r end
+  end
+  if m[3] then
+    q.rmax = tonumber(m[3])
+    q.rper = tonumber(m[4]) * 1000
+    if m[5] and m[5] ~= '' then
+      q.rkey = m[5]
+      q.keys = {}
     else
-      redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', ARGV[4], 'token', tok,
-        'started_at', now_s)
+      redis.call('ZREMRANGEBYSCORE', q.rl, '-inf', now_us - q.rper)
+      local r = q.rmax - redis.call('ZCARD', q.rl)
+      if r < q.room then q.room = r end
     end
-    redis.call('ZADD', KEYS[2], expiry, id)
-    out[k] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0'}
+  end
+  if m[6] and tonumber(m[6]) > 0 then q.aging = tonumber(m[6]) end
+  qs[i] = q
+end
+
+-- us until one more start is allowed in the window ZSET zk (which holds >= rate_max starts)
+local function window_wait(q, zk)
+  local c = redis.call('ZCARD', zk)
+  local o = redis.call('ZRANGE', zk, c - q.rmax, c - q.rmax, 'WITHSCORES')
+  return tonumber(o[2]) + q.rper - now_us
+end
+
+local function ready_ms(q, id)
+  local f = redis.call('HMGET', q.prefix .. id, 'enqueued_at', 'delay')
+  return (tonumber(f[1] or '0') + tonumber(f[2] or '0')) * 1000
+end
+
+local function key_state(q, id)
+  local d = redis.call('HGET', q.prefix .. id, 'data')
+  local ok, obj = pcall(cjson.decode, d or 'null')
+  local v = ''
+  if ok and type(obj) == 'table' then
+    local x = obj[q.rkey]
+    if type(x) == 'string' or type(x) == 'number' or type(x) == 'boolean' then v = tostring(x) end
+  end
+  local s = q.keys[v]
+  if not s then
+    local zk = q.rl .. ':' .. v
+    redis.call('ZREMRANGEBYSCORE', zk, '-inf', now_us - q.rper)
+    s = {zk = zk, room = q.rmax - redis.call('ZCARD', zk)}
+    q.keys[v] = s
+  end
+  return s
+end
+
+-- the queue's next startable job {id, eff, t, s}, or false
+local function candidate(q)
+  if q.off or q.room <= 0 then return false end
+  if q.rkey then
+    local ids = redis.call('ZRANGE', q.wait, 0, LOOK - 1, 'WITHSCORES')
+    local best = false
+    for j = 1, #ids, 2 do
+      local s = key_state(q, ids[j])
+      if s.room > 0 then
+        local eff, rt = math.floor(tonumber(ids[j + 1]) / SHIFT), nil
+        if q.aging then
+          rt = ready_ms(q, ids[j])
+          eff = eff - (now_ms - rt) / q.aging
+        end
+        if not best or eff < best.eff then best = {id = ids[j], eff = eff, t = rt, s = s} end
+        if not q.aging then break end
+      else
+        if not s.wait then s.wait = window_wait(q, s.zk) end
+        if not q.rwait or s.wait < q.rwait then q.rwait = s.wait end
+      end
+    end
+    return best
+  elseif q.aging then
+    local best, lo = false, 0
+    for _ = 1, LEVELS do
+      local h = redis.call('ZRANGEBYSCORE', q.wait, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if not h[1] then break end
+      local p = math.floor(tonumber(h[2]) / SHIFT)
+      local rt = ready_ms(q, h[1])
+      local eff = p - (now_ms - rt) / q.aging
+      if not best or eff < best.eff then best = {id = h[1], eff = eff, t = rt} end
+      lo = (p + 1) * SHIFT
+    end
+    return best
+  end
+  local h = redis.call('ZRANGE', q.wait, 0, 0, 'WITHSCORES')
+  if not h[1] then return false end
+  return {id = h[1], eff = math.floor(tonumber(h[2]) / SHIFT)}
+end
+
+local out = {{-1}}
+local k = 0
+local function start(q, i, id, s)
+  local jk = q.prefix .. id
+  local f = redis.call('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at')
+  if not (f[1] or redis.call('EXISTS', jk) == 1) then return end
+  k = k + 1
+  local tok = tokp .. ':' .. k
+  if f[7] then
+    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok)
+  else
+    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok,
+      'started_at', now_s)
+  end
+  redis.call('ZADD', q.active, expiry, id)
+  q.room = q.room - 1
+  q.took = true
+  if q.rmax then
+    local zk = q.rl
+    if s then
+      zk = s.zk
+      s.room = s.room - 1
+    end
+    redis.call('ZADD', zk, now_us, tok)
+    redis.call('PEXPIRE', zk, math.ceil(q.rper / 1000) + 1000)
+  end
+  out[k + 1] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0', tostring(i)}
+end
+
+local wrr = policy == 'wrr' and Q > 1
+local cur = {}
+if wrr then
+  local fields = {}
+  for i = 1, Q do fields[i] = tostring(i) end
+  local c = redis.call('HMGET', KEYS[5 * Q + 1], unpack(fields))
+  for i = 1, Q do cur[i] = tonumber(c[i] or '0') end
+end
+local single = Q == 1 or policy == 'ordered'
+
+while k < n do
+  local elig = {}
+  for i = 1, Q do
+    local q = qs[i]
+    if q.c == nil then q.c = candidate(q) end
+    if q.c then elig[#elig + 1] = i end
+  end
+  if #elig == 0 then break end
+  local pick = elig[1]
+  if wrr then
+    local total = 0
+    pick = nil
+    for _, i in ipairs(elig) do
+      cur[i] = cur[i] + qs[i].weight
+      total = total + qs[i].weight
+      if not pick or cur[i] > cur[pick] then pick = i end
+    end
+    cur[pick] = cur[pick] - total
+  elseif not single then
+    for _, i in ipairs(elig) do
+      local c, b = qs[i].c, qs[pick].c
+      if c.eff < b.eff then
+        pick = i
+      elseif c.eff == b.eff and i ~= pick then
+        if not c.t then c.t = ready_ms(qs[i], c.id) end
+        if not b.t then b.t = ready_ms(qs[pick], b.id) end
+        if c.t < b.t then pick = i end
+      end
+    end
+  end
+  local q = qs[pick]
+  if single and not q.rkey and not q.aging then
+    local m = n - k
+    if q.room < m then m = q.room end
+    local popped = redis.call('ZPOPMIN', q.wait, m)
+    for j = 1, #popped, 2 do start(q, pick, popped[j]) end
+  else
+    redis.call('ZREM', q.wait, q.c.id)
+    start(q, pick, q.c.id, q.c.s)
+  end
+  q.c = nil
+end
+
+if wrr then
+  local hs = {}
+  for i = 1, Q do
+    hs[#hs + 1] = tostring(i)
+    hs[#hs + 1] = cur[i]
+  end
+  redis.call('HSET', KEYS[5 * Q + 1], unpack(hs))
+  redis.call('PEXPIRE', KEYS[5 * Q + 1], 3600000)
+end
+
+local wait = nil
+for i = 1, Q do
+  local q = qs[i]
+  if not q.off and redis.call('ZCARD', q.wait) > 0 then
+    local rw = nil
+    if q.rmax and not q.rkey and redis.call('ZCARD', q.rl) >= q.rmax then
+      rw = window_wait(q, q.rl)
+    elseif q.rkey and k < n and q.c == false and q.rwait then
+      rw = q.rwait
+    end
+    if q.climit and redis.call('ZCARD', q.active) >= q.climit then
+      redis.call('DEL', q.marker)
+    elseif rw then
+      out[1][#out[1] + 1] = i
+      if not wait or rw < wait then wait = rw end
+    elseif q.took and redis.call('LLEN', q.marker) == 0 then
+      redis.call('RPUSH', q.marker, '1')
+    end
   end
 end
-if #popped > 0 and redis.call('ZCARD', KEYS[1]) > 0 and redis.call('LLEN', KEYS[4]) == 0 then
-  redis.call('RPUSH', KEYS[4], '1')
-end
-if k == 0 then
-  return '[]'
+if wait then
+  if wait < 1000 then wait = 1000 end
+  out[1][1] = math.ceil(wait / 1000)
 end
 return cjson.encode(out)
