@@ -1,0 +1,195 @@
+"""Redis itself fails under running workers: a crash-restart (AOF, appendfsync always) and a long pause.
+
+Workers are real processes (``benchmarks/chaos.py --worker-proc``: each
+execution is counted in Redis); a producer thread keeps adding jobs the
+whole time and remembers which adds Redis acknowledged.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from qsim.engine import Backoff, Queue
+from qsim.errors import RedisUnavailable
+from redis_server import RedisServer
+from reliability_helpers import ROOT, wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.chaos]
+
+CHAOS = str(ROOT / "benchmarks" / "chaos.py")
+
+
+def start_workers(url: str, n: int, logdir: Path, *, work: float, concurrency: int, lock: float, stalled: float,
+                  max_stalled: int = 5) -> list[subprocess.Popen[bytes]]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = []
+    for i in range(n):
+        with open(logdir / f"worker{i}.log", "wb") as log:  # the child keeps its own copy of the descriptor
+            procs.append(subprocess.Popen([sys.executable, CHAOS, "--worker-proc", url, "q", f"w{i}", str(concurrency),
+                                           str(work), str(lock), str(stalled), str(max_stalled)], cwd=ROOT, env=env,
+                                          stdout=subprocess.DEVNULL, stderr=log))
+    return procs
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]]) -> list[int]:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(20))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait())
+    return codes
+
+
+class Producer(threading.Thread):
+    """Adds ``n`` jobs at ~``rate``/s; an add that fails is retried (same job id) until Redis acknowledges it."""
+
+    def __init__(self, url: str, n: int, rate: float, prefill: int = 0) -> None:
+        super().__init__(daemon=True)
+        self.q = Queue("q", redis=url)
+        self.n, self.rate, self.prefill = n, rate, prefill
+        opts = {"attempts": 20, "backoff": Backoff.fixed(0.2)}
+        self.acked = [e.id for e in self.q.add_bulk([("t", {"i": i}, {"job_id": f"p{i}", **opts})
+                                                     for i in range(prefill)])]
+        self.refused = 0
+
+    def run(self) -> None:
+        for i in range(self.prefill, self.n):
+            jid = f"p{i}"
+            while True:
+                try:
+                    self.q.add("t", {"i": i}, job_id=jid, attempts=20, backoff=Backoff.fixed(0.2))
+                    self.acked.append(jid)
+                    break
+                except RedisUnavailable:
+                    self.refused += 1
+                    time.sleep(0.05)
+            time.sleep(1 / self.rate)
+        self.q.close()
+
+
+def outcome(url: str, ids: list[str]) -> dict[str, Any]:
+    q = Queue("q", redis=url)
+    r = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        recs = {x.id: x for x in q.job_records()}
+        runs = {k: int(v) for k, v in r.hgetall("q:runs").items()}
+    finally:
+        q.close()
+        r.close()
+    states = [recs[j].state if j in recs else "missing" for j in ids]
+    return {
+        "recs": recs, "runs": runs,
+        "completed": states.count("completed"), "dead": states.count("dead"),
+        "lost": sum(1 for s in states if s not in ("completed", "dead", "waiting", "active", "delayed")),
+        "duplicates": sorted(j for j in ids if runs.get(j, 0) > 1),
+        "failed_attempts": sum(sum(1 for a in recs[j].attempts if a.outcome == "failed") for j in ids if j in recs),
+    }
+
+
+def all_done(url: str, n: int) -> bool:
+    try:
+        q = Queue("q", redis=url)
+        try:
+            c = q.counts()
+        finally:
+            q.close()
+    except RedisUnavailable:
+        return False
+    return c["completed"] + c["dead"] >= n
+
+
+def test_redis_crash_restart_with_aof_loses_no_acknowledged_add(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "aof", extra_args=["--appendonly", "yes", "--appendfsync", "always"]).start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        # Given three workers and a producer adding 600 jobs at ~150/s
+        procs = start_workers(server.url, 3, tmp_path, work=0.02, concurrency=10, lock=2.0, stalled=1.0)
+        prod = Producer(server.url, 600, 150)
+        prod.start()
+        r = redis.Redis.from_url(server.url, decode_responses=True)
+        # (every worker has run a job: a worker that cannot reach Redis when it starts exits with code 1)
+        wait_until(lambda: {e.split()[1] for e in r.lrange("q:execs", 0, -1)} == {"w0", "w1", "w2"}, timeout=30)
+        r.close()
+        wait_until(lambda: len(prod.acked) >= 100, timeout=30)
+        # When redis-server is SIGKILLed mid-run and restarted on the same port 1 s later
+        server.kill()
+        down_at = len(prod.acked)
+        time.sleep(1.0)
+        server.start()
+        prod.join(60)
+        assert not prod.is_alive()
+        # Then the workers reconnect by themselves (none exited) and every acknowledged add completes
+        wait_until(lambda: all_done(server.url, 600), timeout=60, interval=0.1)
+        assert [p.poll() for p in procs] == [None, None, None]
+        o = outcome(server.url, prod.acked)
+        print(f"\nredis crash-restart: {len(prod.acked)} adds acknowledged ({down_at} before the crash, "
+              f"{prod.refused} refused while down and retried), completed {o['completed']}, dead {o['dead']}, "
+              f"lost {o['lost']}, run twice {len(o['duplicates'])}, failed attempts {o['failed_attempts']}")
+        assert len(prod.acked) == 600 and prod.refused > 0
+        assert o["completed"] == 600 and o["lost"] == 0 and o["dead"] == 0
+        assert all(o["runs"].get(j, 0) >= 1 for j in prod.acked)
+        assert stop_workers(procs) == [0, 0, 0]
+    finally:
+        stop_workers(procs)
+        server.stop()
+
+
+def test_redis_paused_longer_than_the_lock(own_redis: RedisServer, tmp_path: Path) -> None:
+    url = own_redis.url
+    procs: list[subprocess.Popen[bytes]] = []
+    r = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        # Given three workers running 0.3 s jobs with a 1 s lock, and a producer adding 400 jobs
+        procs = start_workers(url, 3, tmp_path, work=0.3, concurrency=10, lock=1.0, stalled=0.5)
+        prod = Producer(url, 400, 100, prefill=100)
+        prod.start()
+        wait_until(lambda: r.zcard("qsim:{q}:active") >= 25, timeout=30)
+        # When Redis is frozen (SIGSTOP) for 2.5 s, longer than the lock, then resumed
+        held = set(r.zrange("qsim:{q}:active", 0, -1))
+        assert own_redis.proc is not None
+        os.kill(own_redis.proc.pid, signal.SIGSTOP)
+        time.sleep(2.5)
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
+        prod.join(60)
+        # Then the workers carry on by themselves and every acknowledged add completes
+        wait_until(lambda: all_done(url, 400), timeout=60, interval=0.1)
+        assert [p.poll() for p in procs] == [None, None, None]
+        o = outcome(url, prod.acked)
+        assert len(prod.acked) == 400 and o["completed"] == 400 and o["lost"] == 0 and o["dead"] == 0
+        # and the report says what happened to the jobs whose locks expired during the pause
+        recs, runs = o["recs"], o["runs"]
+        stalled = sorted(j for j in held if recs[j].stalled)
+        kept = sorted(j for j in held if not recs[j].stalled)
+        print(f"\nredis paused 2.5 s (lock 1 s): {len(held)} jobs active at the pause, all completed; "
+              f"{len(kept)} kept by their worker (its renewal or completion reached Redis first), "
+              f"{len(stalled)} put back by a stalled check and run again "
+              f"({sum(1 for j in stalled if runs.get(j, 0) > 1)} of them executed twice); "
+              f"jobs executed twice overall: {len(o['duplicates'])}")
+        assert len(stalled) + len(kept) == len(held)
+        for j in stalled:
+            assert [a.outcome for a in recs[j].attempts][-2:] == ["stalled", "completed"]
+        for j in kept:
+            assert runs[j] == 1 and [a.outcome for a in recs[j].attempts] == ["completed"]
+        # a job ran twice only if its lock expired during the pause
+        assert set(o["duplicates"]) <= set(stalled)
+        assert stop_workers(procs) == [0, 0, 0]
+    finally:
+        r.close()
+        if own_redis.proc is not None:
+            os.kill(own_redis.proc.pid, signal.SIGCONT)
+        stop_workers(procs)
