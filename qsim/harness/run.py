@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 import redis.asyncio
 
-from qsim.engine import AsyncQueue, Backoff, JobInfo
+from qsim.engine import AsyncQueue, FlowProducer, JobInfo
 from qsim.errors import HarnessError, NotSupportedError
-from qsim.harness.plan import PlannedJob, plan_jobs
+from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.records import Records, attempts_frame, jobs_frame
-from qsim.scenario import JobType, Scenario
+from qsim.scenario import Scenario
 from qsim.summary import summarize
 
 __all__ = ["EngineResult", "run_scenario", "check_supported"]
@@ -62,30 +62,13 @@ class EngineResult:
 
 
 def check_supported(scenario: Scenario) -> None:
-    """Refuse, naming the key, what the engine harness cannot run yet."""
+    """Refuse, naming the key, what the engine harness cannot run."""
     label = str(scenario.source) if scenario.source else scenario.name
     for i, p in enumerate(scenario.pools):
-        if len(p.queues) > 1:
-            raise NotSupportedError(f"{label}: not supported yet by the engine harness: pools[{i}].queues "
-                                    f"(several queues per worker)")
-    for i, q in enumerate(scenario.queues):
-        for key, value in (("rate_limit", q.rate_limit), ("concurrency_limit", q.concurrency_limit),
-                           ("aging", q.aging or None)):
-            if value is not None:
-                raise NotSupportedError(f"{label}: not supported yet by the engine harness: queues[{i}].{key}")
-    for i, j in enumerate(scenario.jobs):
-        for key, value in (("fan_out", j.fan_out), ("flow", j.flow)):
-            if value is not None:
-                raise NotSupportedError(f"{label}: not supported yet by the engine harness: jobs[{i}].{key}")
-
-
-def _backoff(job: JobType) -> Backoff | None:
-    if job.attempts <= 1:
-        return None
-    b = job.backoff
-    if b.kind == "fixed":
-        return Backoff.fixed(b.delay, jitter=b.jitter)
-    return Backoff.exponential(b.delay, max=b.max, jitter=b.jitter)
+        for q, w in p.weights.items():
+            if not float(w).is_integer():
+                raise NotSupportedError(f"{label}: not supported by the engine: pools[{i}].weights.{q} = {w} "
+                                        f"(engine weights are whole numbers)")
 
 
 class _Pools:
@@ -110,11 +93,11 @@ class _Pools:
             wid = f"{pool}-{self._n}"
             self._n += 1
             args = [sys.executable, "-m", "qsim.harness.pool_worker", "--redis", self.url, "--prefix", self.prefix,
-                    "--concurrency", str(spec.concurrency), "--lock-duration", str(eng.lock_duration),
+                    "--concurrency", str(spec.concurrency), "--policy", spec.policy, "--lock-duration", str(eng.lock_duration),
                     "--stalled-interval", str(eng.stalled_interval), "--max-stalled", str(eng.max_stalled),
                     "--grace", str(self.grace(pool)), "--worker-id", wid, "--ready-key", self.ready_key]
             for q in spec.queues:
-                args += ["--queue", q]
+                args += ["--queue", q, "--weight", f"{q}={int(spec.weight(q))}"]
             log = (self.logdir / f"{wid}.log").open("wb")
             self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             log.close()
@@ -180,8 +163,15 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
     queues = {q.name: AsyncQueue(q.name, redis=url, prefix=prefix) for q in scenario.queues}
     pools = _Pools(scenario, url, prefix, logdir)
     try:
-        for q in queues.values():
+        for spec in scenario.queues:
+            q = queues[spec.name]
             await q.set_retention(keep_count=None)
+            if spec.concurrency_limit is not None:
+                await q.set_concurrency_limit(spec.concurrency_limit)
+            if spec.rate_limit is not None:
+                await q.set_rate_limit(spec.rate_limit.max, spec.rate_limit.per, key=spec.rate_limit.key)
+            if spec.aging > 0:
+                await q.set_aging(spec.aging)
         first = [w for p in scenario.pools for w in pools.start(p.name, p.workers)]
         await _wait_ready(client, pools.ready_key, first, pools, timeout=60)
         t0 = await _redis_now(client)
@@ -190,7 +180,8 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         added: dict[str, PlannedJob] = {}
         events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0))
         try:
-            await _produce(plan, scenario, queues, added, loop_t0, progress, len(plan))
+            async with FlowProducer(redis=url, prefix=prefix) as flows:
+                await _produce(plan, scenario, queues, flows, added, loop_t0, progress, len(plan))
             settled = await _drain(queues, scenario, loop_t0, drain_timeout, progress)
         finally:
             events.cancel()
@@ -211,9 +202,10 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
                         exit_codes=exit_codes)
 
 
-async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str, AsyncQueue],
+async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str, AsyncQueue], flows: FlowProducer,
                    added: dict[str, PlannedJob], loop_t0: float, progress: Progress | None, total: int) -> None:
-    """Add every planned job on time; jobs due at the same moment go in one bulk call."""
+    """Add every planned job on time: jobs due at the same moment in one bulk call per
+    queue, each flow (parent and children) in one atomic call."""
     loop = asyncio.get_running_loop()
     i = 0
     while i < len(plan):
@@ -223,17 +215,26 @@ async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str,
         now = loop.time() - loop_t0
         batch: dict[str, list[tuple[str, Any, dict[str, Any]]]] = {}
         while i < len(plan) and plan[i].at <= now:
-            job = plan[i]
-            spec = scenario.job(job.type)
-            opts = {"priority": job.priority, "attempts": spec.attempts, "backoff": _backoff(spec),
-                    "timeout": spec.timeout, "job_id": job.job_id}
-            batch.setdefault(job.queue, []).append((job.type, job.payload, opts))
+            job, spec = plan[i], scenario.job(plan[i].type)
+            if spec.flow:
+                await flows.add(parent=_item(job, scenario, with_queue=True),
+                                children=[_item(c, scenario, with_queue=True) for c in job.children],
+                                on_child_failure=spec.flow.on_child_failure)
+                added.update((c.job_id, c) for c in job.children)
+            else:
+                batch.setdefault(job.queue, []).append(_item(job, scenario))
             added[job.job_id] = job
             i += 1
         for queue, items in batch.items():
             await queues[queue].add_bulk(items)
         if progress:
             progress(0.9 * i / max(total, 1))
+
+
+def _item(job: PlannedJob, scenario: Scenario, *, with_queue: bool = False) -> tuple[Any, ...]:
+    """``(name, data, options)`` for ``add_bulk``, or ``(queue, name, data, options)`` for a flow."""
+    opts = engine_options(job_options(scenario.job(job.type)), job.job_id)
+    return (job.queue, job.type, job.payload, opts) if with_queue else (job.type, job.payload, opts)
 
 
 async def _drain(queues: dict[str, AsyncQueue], scenario: Scenario, loop_t0: float, timeout: float,
@@ -277,7 +278,16 @@ async def _events(scenario: Scenario, pools: _Pools, client: redis.asyncio.Redis
 
 def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
              slot_changes: list[tuple[float, int]]) -> Records:
-    """JobRecords from the stored jobs; an added job Redis no longer has is ``lost``."""
+    """JobRecords from the stored jobs; an added job Redis no longer has is ``lost``.
+
+    A fan-out child is expected once its parent has completed (the handler adds
+    the children on success); flow children are added with their parent.
+    """
+    added = dict(added)
+    completed = {info.id for info in infos if info.state == "completed"}
+    for job in list(added.values()):
+        if job.job_id in completed and job.children and job.payload.get("fan"):
+            added.update((c.job_id, c) for c in job.children)
     nan = math.nan
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "type", "queue", "priority", "enqueued", "started",
                                                   "finished", "attempts", "failed_attempts", "stalled", "worker",
@@ -300,14 +310,14 @@ def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
         finished = rel(info.finished_at) if outcome != "unfinished" else nan
         row(info.id, info.name, info.queue, info.priority, rel(info.enqueued_at), rel(info.started_at), finished,
             len(info.attempts), sum(a.outcome == "failed" for a in info.attempts), info.stalled, info.worker or "",
-            outcome, "")
+            outcome, added[info.id].parent)
         for n, a in enumerate(info.attempts, 1):
             for key, v in zip(att, (info.id, n, a.worker, a.start - t0, a.end - t0,
                                     ATTEMPT_RESULT.get(a.outcome, "failed")), strict=True):
                 att[key].append(v)
     for job_id, job in added.items():
         if job_id not in found:
-            row(job_id, job.type, job.queue, job.priority, job.at, nan, nan, 0, 0, 0, "", "lost", "")
+            row(job_id, job.type, job.queue, job.priority, job.at, nan, nan, 0, 0, 0, "", "lost", job.parent)
     jobs = jobs_frame(cols).sort_values("enqueued", kind="stable").reset_index(drop=True)
     return Records(jobs=jobs, attempts=attempts_frame(att), slots=tuple(slot_changes))
 

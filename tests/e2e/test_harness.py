@@ -96,3 +96,39 @@ def test_qsim_run_json_with_its_own_throwaway_server(tmp_path: Any) -> None:
     summary = json.loads(done.stdout)
     assert summary["source"] == "engine" and summary["jobs"]["lost"] == 0
     assert summary["jobs"]["completed"] == summary["jobs"]["arrived"] > 10
+
+
+def test_limits_policies_flows_and_fan_out_on_the_engine(redis_url: str) -> None:
+    # Given two queues served by one wrr pool, a global concurrency limit, a rate
+    # limit, a flow (parent after its children) and a fan-out
+    s = Scenario.from_dict({
+        "name": "features", "seed": 1, "duration": 3.0,
+        "queues": [{"name": "fast", "concurrency_limit": 3}, {"name": "slow", "rate_limit": {"max": 5, "per": 1.0}}],
+        "jobs": [
+            {"name": "a", "queue": "fast", "arrival": {"kind": "poisson", "rate": 10.0},
+             "service": {"kind": "constant", "mean": 0.05}, "fan_out": {"job": "part", "count": 3}},
+            {"name": "part", "queue": "fast", "service": {"kind": "constant", "mean": 0.02}},
+            {"name": "inv", "queue": "slow", "arrival": {"kind": "constant", "rate": 2.0},
+             "service": {"kind": "constant", "mean": 0.05}, "flow": {"children": ["fetch", "tax"]}},
+            {"name": "fetch", "queue": "fast", "service": {"kind": "constant", "mean": 0.05}},
+            {"name": "tax", "queue": "slow", "service": {"kind": "constant", "mean": 0.05}},
+        ],
+        "pools": [{"name": "p", "queues": ["fast", "slow"], "policy": "wrr", "weights": {"fast": 3, "slow": 1},
+                   "workers": 2, "concurrency": 4}],
+    })
+    jobs = run_scenario(s, redis_url).jobs
+    # Then every job, children included, completes once and none is lost
+    assert set(jobs["outcome"]) == {"completed"}
+    parents_a = jobs[jobs["type"] == "a"]
+    assert (jobs["type"] == "part").sum() == 3 * len(parents_a)
+    # no flow parent starts before its last child finished
+    inv = jobs[jobs["type"] == "inv"].set_index("job_id")
+    last_child = jobs[jobs["parent"].isin(inv.index) & (jobs["type"] != "part")].groupby("parent")["finished"].max()
+    assert len(last_child) == len(inv) and (inv["started"] >= last_child.reindex(inv.index)).all()
+    # at most 3 jobs of "fast" active at once, at most 5 starts of "slow" in any 1 s window
+    fast = jobs[jobs["queue"] == "fast"]
+    events = sorted([(t, 1) for t in fast["started"]] + [(t, -1) for t in fast["finished"]], key=lambda e: (e[0], e[1]))
+    active = max(__import__("itertools").accumulate(d for _, d in events))
+    assert active <= 3
+    starts = sorted(jobs.loc[jobs["queue"] == "slow", "started"])
+    assert all(b - a >= 1.0 - 1e-3 for a, b in zip(starts, starts[5:]))
