@@ -80,18 +80,23 @@ def draw_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | No
 
 
 def exact_delay(now: float, at: float) -> float:
-    """The smallest delay ``d`` with ``now + d >= at`` in floating point.
+    """A delay ``d >= 0`` with ``now + d == at`` in floating point, or else ``== nextafter(at)``.
 
-    Usually ``now + d == at`` exactly; when rounding makes that sum
-    unreachable (ties-to-even can skip a value), ``now + d`` is the next float
-    above ``at`` (one ulp later).
+    ``at - now`` is off by at most half an ulp of the difference, so a few
+    one-ulp nudges find ``at`` when it can be reached; when rounding ties skip
+    it (ties-to-even), the sum lands on the next float above (one ulp later).
+    Each loop runs at most a few times.
     """
+    d = at - now
+    for _ in range(4):
+        total = now + d
+        if total == at:
+            return d
+        d = math.nextafter(d, math.inf if total < at else -math.inf)
     d = at - now
     while now + d < at:
         d = math.nextafter(d, math.inf)
-    while d > 0 and now + math.nextafter(d, -math.inf) >= at:
-        d = math.nextafter(d, -math.inf)
-    return d
+    return max(d, 0.0)
 
 
 class ArrivalFeed:

@@ -142,10 +142,3 @@ class Dispatcher:
         ready = sorted((p for p in pools if p.free), key=lambda p: idle[p.free[0]])
         for p in ready:
             self.fill(p)
-
-    def release(self, slot: int, now: float) -> None:
-        """A slot has finished its job: it joins its pool's free slots and takes the next job."""
-        pool = self.pool_of_slot[slot]
-        pool.free.append(slot)
-        self.idle_since[slot] = now
-        self.fill(pool)

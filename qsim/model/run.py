@@ -299,7 +299,7 @@ class Model:
                 pool.free.append(slot)
                 self._idle_since[slot] = now
             return
-        pool.free.append(slot)  # Dispatcher.release, inlined
+        pool.free.append(slot)  # the slot joins its pool's free slots and the pool fills
         self._idle_since[slot] = now
         self._fill(pool)
         if reopened:

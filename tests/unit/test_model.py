@@ -6,6 +6,7 @@ The statistical checks against closed forms are in test_model_theory.py.
 from __future__ import annotations
 
 import heapq
+import math
 import pickle
 import re
 from typing import Any
@@ -18,6 +19,11 @@ from hypothesis import strategies as st
 
 from qsim.errors import NotSupportedError
 from qsim.model import JobDraws, Model, ModelResult, draw_jobs, simulate, stream
+from qsim.model.arrivals import exact_delay
+from qsim.model.dispatch import make_picker
+from qsim.model.limits import ConcurrencyLimit
+from qsim.model.queues import Queues
+from qsim.model.state import COMPLETED, JobTable
 from qsim.model.timeseries import ChangeLog, timeseries_frame
 from qsim.records import JOB_COLUMNS
 from qsim.scenario import Scenario
@@ -574,3 +580,50 @@ def test_a_result_pickles_with_its_time_series() -> None:
     pd.testing.assert_frame_equal(back.jobs, r.jobs)
     pd.testing.assert_frame_equal(back.timeseries, r.timeseries)
     assert back.summary == r.summary and dict(back.records.extra).keys() == {"timeseries"}
+
+
+# --------------------------------------------------------------------------- floating point, job table
+
+
+@settings(max_examples=500, deadline=None)
+@given(now=st.floats(0, 1e7), gap=st.floats(0, 1e7))
+def test_exact_delay_reaches_the_time_or_the_next_float(now: float, gap: float) -> None:
+    at = now + gap
+    d = exact_delay(now, at)
+    assert d >= 0 and now + d in (at, math.nextafter(at, math.inf))
+
+
+def test_exact_delay_mostly_hits_the_time_exactly() -> None:
+    rng = np.random.default_rng(0)
+    pairs = np.sort(rng.uniform(0, 10, (20000, 2)), axis=1).tolist()
+    late = sum(now + exact_delay(now, at) != at for now, at in pairs)
+    assert late < 0.05 * len(pairs)
+
+
+def test_an_arrival_floats_cannot_reach_fires_one_ulp_later_and_says_so() -> None:
+    # Given two arrivals whose gap, added to the first, rounds below the second
+    t0, t1 = 0.13598378895752822, 0.8838741688167039
+    assert t0 + (t1 - t0) != t1
+    s = scenario(pools=[{"name": "p", "queues": ["q"], "workers": 2}])
+    jobs = Model(s, JobDraws(time=np.array([t0, t1]), type=np.zeros(2, dtype=np.int64),
+                             service=np.ones(2)), seed=0).run().jobs
+    # Then the second job is enqueued and starts one ulp after its drawn time, never before
+    assert jobs["enqueued"].tolist() == [t0, math.nextafter(t1, math.inf)]
+    assert (jobs["started"] == jobs["enqueued"]).all()
+
+
+def test_job_table_appends_children_with_their_parent() -> None:
+    table = JobTable(type_=[0], queue=[0], priority=[0], enqueued=[0.0], service=[1.0])
+    child = table.add(type_=1, queue=0, priority=3, enqueued=2.0, service=0.5, parent=0)
+    table.started[child], table.finished[child], table.outcome[child] = 2.5, 3.0, COMPLETED
+    frame = table.frame(type_names=["a", "b"], queue_names=["q"], worker_names=[])
+    assert frame["job_id"].tolist() == ["j0", "j1"] and frame["parent"].tolist() == ["", "j0"]
+    assert frame["outcome"].tolist() == ["unfinished", "completed"]
+    assert frame.loc[1, ["type", "priority", "started", "finished"]].tolist() == ["b", 3, 2.5, 3.0]
+
+
+def test_unknown_policy_and_bad_limit_are_refused() -> None:
+    with pytest.raises(ValueError, match="policy"):
+        make_picker("random", [0, 1], [1.0, 1.0], Queues(2, [[], []]))
+    with pytest.raises(ValueError, match="limit"):
+        ConcurrencyLimit(0)
