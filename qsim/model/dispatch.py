@@ -138,7 +138,12 @@ class Dispatcher:
             if pools[0].free:
                 self.fill(pools[0])
             return
-        idle = self.idle_since
-        ready = sorted((p for p in pools if p.free), key=lambda p: idle[p.free[0]])
+        ready = [p for p in pools if p.free]
+        if len(ready) > 1:
+            idle = self.idle_since
+            ready.sort(key=lambda p: idle[p.free[0]])
+        heap, open_ = self.queues.heaps[q], self.queues.open
         for p in ready:
+            if not heap or not open_[q]:  # nothing of q left to start (at rest, nothing else changed)
+                return
             self.fill(p)
