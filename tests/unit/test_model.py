@@ -627,3 +627,13 @@ def test_unknown_policy_and_bad_limit_are_refused() -> None:
         make_picker("random", [0, 1], [1.0, 1.0], Queues(2, [[], []]))
     with pytest.raises(ValueError, match="limit"):
         ConcurrencyLimit(0)
+
+
+def test_pools_sharing_a_queue_act_like_one_pool_of_all_their_slots() -> None:
+    job = [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 4.2},
+            "service": {"kind": "exponential", "mean": 1.0}}]
+    split = scenario(duration=500.0, jobs=job, pools=[{"name": "p1", "queues": ["q"], "workers": 3},
+                                                      {"name": "p2", "queues": ["q"], "workers": 1, "concurrency": 2}])
+    whole = scenario(duration=500.0, jobs=job, pools=[{"name": "p", "queues": ["q"], "workers": 5}])
+    pd.testing.assert_series_equal(_starts(split), _starts(whole))
+    assert simulate(split).jobs["worker"].str.startswith("p2").mean() > 0.2
