@@ -79,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--stalled-interval", type=_pos_float, default=30.0, help="stalled check period (default 30)")
     p.add_argument("--max-stalled", type=_nonneg_int, default=1, help="stalls before the DLQ (default 1)")
     p.add_argument("--shutdown-grace", type=_nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
-    p.add_argument("--metrics-port", type=_pos_int, metavar="P", help="Prometheus port (not implemented yet)")
+    p.add_argument("--metrics-port", type=_pos_int, metavar="P",
+                   help="serve Prometheus metrics on http://0.0.0.0:P/metrics (see qsim.engine.metrics)")
     p.set_defaults(func=cmd_worker)
 
     p = subparsers.add_parser("stats", help="job counts per queue",
@@ -138,13 +139,25 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as e:
         _err("worker", str(e))
         return EXIT_BAD_INPUT
+    metrics = None
     if args.metrics_port is not None:
-        _err("worker", "--metrics-port is not implemented yet; running without metrics")
+        from qsim.engine.metrics import WorkerMetrics
+
+        metrics = WorkerMetrics(worker)
+        try:
+            metrics.serve(args.metrics_port)
+        except OSError as e:
+            _err("worker", f"cannot serve metrics on port {args.metrics_port}: {e}")
+            return EXIT_FAILURE
+        print(f"qsim worker: metrics on http://0.0.0.0:{args.metrics_port}/metrics", file=sys.stderr)
     try:
         code = asyncio.run(worker.run())
     except RedisUnavailable as e:
         _err("worker", str(e))
         return EXIT_FAILURE
+    finally:
+        if metrics is not None:
+            metrics.close()
     if code == EXIT_CUT_OFF:
         _err("worker", "stopped with jobs cut off (handed back to the queue)")
     return code

@@ -161,10 +161,12 @@ class Job:
         attempt: 1 for the first attempt, 2 for the first retry, ...
         queue: Queue name.  max_attempts: Attempts allowed in all.
         timeout: Per-attempt timeout in seconds (0 = none).
+        wait: Seconds from enqueue to the start of this first attempt (Redis
+            clock; None on later attempts).
     """
 
     __slots__ = ("id", "name", "data", "attempt", "queue", "max_attempts", "timeout", "backoff", "token",
-                 "lock_lost", "_worker")
+                 "lock_lost", "_worker", "wait")
 
     def __init__(
         self,
@@ -190,6 +192,7 @@ class Job:
         self.token = token
         self.lock_lost = False
         self._worker = worker
+        self.wait: float | None = None
 
     async def progress(self, value: Any) -> None:
         """Report progress (any JSON value); stored and published as an event.

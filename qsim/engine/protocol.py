@@ -70,6 +70,7 @@ class Fetched(NamedTuple):
     backoff: str
     timeout: str
     queue_index: str = "1"  # 1-based index of the queue in the fetch call
+    wait: str = ""  # seconds from enqueue to this first start ("" on later attempts)
 
 
 #: Multi-queue fetch policies (see lua/fetch.lua).

@@ -57,6 +57,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "progress",
     "add_flow",
     "add_children",
+    "queue_stats",
 )
 
 #: Lua files pasted into scripts at a line ``-- @include <name>`` (not scripts themselves).

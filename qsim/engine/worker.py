@@ -522,8 +522,11 @@ class Worker:
             data = json.loads(f.data)
         except ValueError as e:
             raise PayloadError(f"job data is not valid JSON: {e}") from e
-        return Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queues[int(f.queue_index) - 1], int(f.max_attempts),
-                   float(f.timeout or 0), bo, f.token, self)
+        job = Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queues[int(f.queue_index) - 1], int(f.max_attempts),
+                  float(f.timeout or 0), bo, f.token, self)
+        if f.wait:
+            job.wait = float(f.wait)
+        return job
 
     async def _run_job(self, job: Job) -> None:
         try:

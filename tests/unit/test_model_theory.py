@@ -62,6 +62,7 @@ def mmc_waits() -> list[np.ndarray]:
     return waits
 
 
+@pytest.mark.slow
 def test_mmc_mean_wait_within_3_percent_of_erlang_c(mmc_waits: list[np.ndarray]) -> None:
     mean, rel_se = pooled([float(w.mean()) for w in mmc_waits], [w.size for w in mmc_waits])
     theory = mmc_wait_mean(C, LAM, MU)
@@ -69,6 +70,7 @@ def test_mmc_mean_wait_within_3_percent_of_erlang_c(mmc_waits: list[np.ndarray])
     assert mean == pytest.approx(theory, rel=0.03), f"model {mean:.5f} vs Erlang C {theory:.5f}"
 
 
+@pytest.mark.slow
 def test_mmc_probability_of_waiting_within_3_percent_of_erlang_c(mmc_waits: list[np.ndarray]) -> None:
     p = [float((w > 0).mean()) for w in mmc_waits]
     mean, rel_se = pooled(p, [w.size for w in mmc_waits])
@@ -83,6 +85,7 @@ PRIO_RATES = (4.0, 4.0)  # high, low; rho = 0.8 with c = 10, mu = 1
 PRIO_REPLICATIONS = 16
 
 
+@pytest.mark.slow
 def test_two_class_priority_waits_within_5_percent_of_cobham() -> None:
     jobs = [poisson_job("hi", PRIO_RATES[0], priority=0), poisson_job("lo", PRIO_RATES[1], priority=1)]
     pool = [{"name": "p", "queues": ["q"], "workers": C}]

@@ -37,8 +37,8 @@ allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
 Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]:
 wait_ms is -1, or, when queues i still have waiting jobs that their rate limit
 holds back, the ms until the earliest of them may start. job = [id, token,
-name, data, attempts_made, max_attempts, backoff, timeout, queue index], all
-strings. Ids whose hash is gone are dropped; a hash missing fields is returned
+name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
+strings; wait is the seconds from enqueued_at to now on the job's first start, else "". Ids whose hash is gone are dropped; a hash missing fields is returned
 with "" for them (the worker sends it to the DLQ).
 Markers: a queue with jobs left and room pushes its marker (other workers take
 the rest); a queue at its concurrency limit has its marker deleted (complete
@@ -159,8 +159,13 @@ local out = {{-1}}
 local k = 0
 local function start(q, i, id, s)
   local jk = q.prefix .. id
-  local f = redis.call('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at')
+  local f = redis.call('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at',
+    'enqueued_at')
   if not (f[1] or redis.call('EXISTS', jk) == 1) then return end
+  local waited = ''
+  if not f[7] and tonumber(f[8] or '') then
+    waited = string.format('%.6f', now_us / 1000000 - tonumber(f[8]))
+  end
   k = k + 1
   local tok = tokp .. ':' .. k
   if f[7] then
@@ -181,7 +186,7 @@ local function start(q, i, id, s)
     redis.call('ZADD', zk, now_us, tok)
     redis.call('PEXPIRE', zk, math.ceil(q.rper / 1000) + 1000)
   end
-  out[k + 1] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0', tostring(i)}
+  out[k + 1] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0', tostring(i), waited}
 end
 
 local wrr = policy == 'wrr' and Q > 1

@@ -1,0 +1,37 @@
+--[[ queue_stats: a queue's depth and the age of its oldest waiting job (for metrics).
+
+KEYS[1] wait      ZSET waiting ids (score = priority * 2^32 + seq)
+KEYS[2] delayed   ZSET delayed ids
+KEYS[3] active    ZSET locked ids
+KEYS[4] waiting-children ZSET parents waiting for children
+KEYS[5] dead      ZSET dead-letter ids
+ARGV[1] job key prefix
+ARGV[2] at most this many priority levels looked at for the oldest job
+
+Returns {waiting, delayed, active, waiting_children, dead, oldest_age}:
+oldest_age is a string, the seconds since the oldest waiting job was enqueued
+(its enqueued_at) by Redis's clock, "" when none is waiting. Only the head
+(oldest by FIFO order) of each of the ARGV[2] best priority levels is read,
+so this costs O(levels * log n), not O(n).
+]]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local SHIFT = 4294967296
+local oldest = nil
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local levels = tonumber(ARGV[2])
+while head[1] and levels > 0 do
+  local enq = tonumber(redis.call('HGET', ARGV[1] .. head[1], 'enqueued_at') or '')
+  if enq and (not oldest or enq < oldest) then
+    oldest = enq
+  end
+  local level = math.floor(tonumber(head[2]) / SHIFT)
+  head = redis.call('ZRANGEBYSCORE', KEYS[1], (level + 1) * SHIFT, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  levels = levels - 1
+end
+local age = ''
+if oldest then
+  age = string.format('%.6f', math.max(0, now - oldest))
+end
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
+  redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), age}

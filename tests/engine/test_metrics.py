@@ -1,0 +1,174 @@
+"""Prometheus metrics of a worker, scraped over HTTP and parsed with prometheus-client's parser."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine_helpers import ROOT, run_worker_until, wait_until
+from qsim.engine import AsyncQueue, Job, Queue, Worker
+from qsim.engine.metrics import WorkerMetrics
+from redis_server import free_port
+
+pytestmark = pytest.mark.redis
+
+FAST = {"lock_duration": 1.0, "stalled_interval": 0.5, "handle_signals": False}
+
+
+def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """``{sample name: {sorted labels: value}}`` from http://127.0.0.1:port/metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def one(m: dict[str, Any], name: str, **labels: str) -> float:
+    want = tuple(sorted(labels.items()))
+    return float(m[name][want])
+
+
+def test_worker_metrics_count_every_job_and_read_queue_depth(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("orders", redis=redis_url)
+        await q.add_bulk([("cut", {"i": i}) for i in range(25)])
+        await q.add_bulk([("bent", {"i": i}, {"attempts": 2}) for i in range(5)])
+
+        async def handler(job: Job) -> int:
+            if job.name == "bent":
+                raise ValueError("bent slip")
+            await asyncio.sleep(0.01)
+            return 1
+
+        w = Worker("orders", handler, redis=redis_url, concurrency=4, **FAST)
+        metrics = WorkerMetrics(w)
+        port = metrics.serve(0)
+
+        async def settled() -> bool:
+            c = await q.counts()
+            return c["completed"] == 25 and c["dead"] == 5
+
+        await run_worker_until(w, settled)
+        # jobs left waiting (paused queue) and delayed, for the depth gauges
+        await q.pause()
+        await q.add_bulk([("cut", {}), ("cut", {}, {"priority": 3})])
+        await q.add("cut", {}, delay=60)
+        await asyncio.sleep(0.3)
+        m = await asyncio.to_thread(scrape, port)
+        metrics.close()
+        # counters match the jobs run
+        assert one(m, "qsim_jobs_completed_total", queue="orders", job="cut") == 25
+        assert one(m, "qsim_jobs_failed_total", queue="orders", job="bent") == 10
+        assert one(m, "qsim_jobs_retried_total", queue="orders", job="bent") == 5
+        assert one(m, "qsim_jobs_dead_total", queue="orders", job="bent") == 5
+        assert "qsim_jobs_completed_total" not in m or (("job", "bent"), ("queue", "orders")) not in m[
+            "qsim_jobs_completed_total"]
+        # one duration sample per attempt, 10 ms each for the good ones
+        assert one(m, "qsim_job_duration_seconds_count", queue="orders", job="cut") == 25
+        assert one(m, "qsim_job_duration_seconds_count", queue="orders", job="bent") == 10
+        assert 0.25 <= one(m, "qsim_job_duration_seconds_sum", queue="orders", job="cut") < 1.0
+        assert one(m, "qsim_job_duration_seconds_bucket", queue="orders", job="cut", le="0.005") == 0
+        assert one(m, "qsim_job_duration_seconds_bucket", queue="orders", job="cut", le="+Inf") == 25
+        # one wait per job, at its first start (retries do not count again)
+        assert one(m, "qsim_job_wait_seconds_count", queue="orders", job="cut") == 25
+        assert one(m, "qsim_job_wait_seconds_count", queue="orders", job="bent") == 5
+        # queue depth and the oldest waiting job, read from Redis at scrape time
+        assert one(m, "qsim_queue_jobs", queue="orders", state="waiting") == 2
+        assert one(m, "qsim_queue_jobs", queue="orders", state="delayed") == 1
+        assert one(m, "qsim_queue_jobs", queue="orders", state="active") == 0
+        assert one(m, "qsim_queue_jobs", queue="orders", state="dead") == 5
+        assert 0.3 <= one(m, "qsim_queue_oldest_waiting_age_seconds", queue="orders") < 5
+        # the worker's concurrency and (now that it stopped) no active job
+        assert one(m, "qsim_worker_concurrency", worker=w.id) == 4
+        assert one(m, "qsim_worker_active_jobs", worker=w.id) == 0
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_active_gauge_and_wait_histogram_while_running(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("slow", redis=redis_url)
+        await q.add_bulk([("nap", {}) for _ in range(3)])
+        release = asyncio.Event()
+
+        async def handler(job: Job) -> None:
+            await release.wait()
+
+        w = Worker("slow", handler, redis=redis_url, concurrency=2, **FAST)
+        metrics = WorkerMetrics(w)
+        port = metrics.serve(0)
+        task = asyncio.ensure_future(w.run())
+        async with asyncio.timeout(5):
+            while (await q.counts())["active"] < 2:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        waited_before_release = 0.2
+        m = await asyncio.to_thread(scrape, port)
+        assert one(m, "qsim_worker_active_jobs", worker=w.id) == 2
+        assert one(m, "qsim_queue_jobs", queue="slow", state="active") == 2
+        assert one(m, "qsim_queue_jobs", queue="slow", state="waiting") == 1
+        release.set()
+        async with asyncio.timeout(5):
+            while (await q.counts())["completed"] < 3:
+                await asyncio.sleep(0.01)
+        await w.close()
+        await task
+        m = await asyncio.to_thread(scrape, port)
+        metrics.close()
+        assert one(m, "qsim_jobs_completed_total", queue="slow", job="nap") == 3
+        # one wait per job (first start only): two started at once, the third after a release
+        assert one(m, "qsim_job_wait_seconds_count", queue="slow", job="nap") == 3
+        assert one(m, "qsim_job_wait_seconds_bucket", queue="slow", job="nap", le="0.1") >= 2
+        assert one(m, "qsim_job_wait_seconds_sum", queue="slow", job="nap") >= waited_before_release
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_two_workers_have_separate_registries(redis_url: str) -> None:
+    async def noop(job: Job) -> None:
+        return None
+
+    a = WorkerMetrics(Worker("a", noop, redis=redis_url), queue_stats=False)
+    b = WorkerMetrics(Worker("b", noop, redis=redis_url), queue_stats=False)
+    a.completed.labels("a", "t").inc()
+    assert a.registry.get_sample_value("qsim_jobs_completed_total", {"queue": "a", "job": "t"}) == 1
+    assert b.registry.get_sample_value("qsim_jobs_completed_total", {"queue": "a", "job": "t"}) is None
+
+
+def test_cli_worker_serves_metrics(redis_url: str, tmp_path: Any) -> None:
+    (tmp_path / "handlers_m.py").write_text("async def work(job):\n    return job.data['n']\n")
+    Queue("cli", redis=redis_url).add_bulk([("t", {"n": i}) for i in range(7)])
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    p = subprocess.Popen([sys.executable, "-m", "qsim", "worker", "handlers_m:work", "--queue", "cli", "--redis",
+                          redis_url, "--metrics-port", str(port)], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def counted() -> Any:
+            try:
+                m = scrape(port)
+            except OSError:
+                return None
+            return m if m.get("qsim_jobs_completed_total", {}).get((("job", "t"), ("queue", "cli"))) == 7 else None
+
+        m = wait_until(counted, timeout=20, interval=0.1)
+        assert one(m, "qsim_job_duration_seconds_count", queue="cli", job="t") == 7
+        assert one(m, "qsim_queue_jobs", queue="cli", state="waiting") == 0
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+    assert p.returncode == 0, err.decode()
+    assert f"metrics on http://0.0.0.0:{port}/metrics" in err.decode()
