@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import csv
 import difflib
+import json
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -242,7 +244,9 @@ class _Table:
                 raise where.error(self.key(str(key)), f"is not a known key{also}")
 
     def key(self, name: str) -> str:
-        return f"{self.path}.{name}" if self.path else name
+        """The dotted path of ``name`` in this table; odd names quoted as TOML would."""
+        shown = name if _BARE_KEY.fullmatch(name) else json.dumps(name)
+        return f"{self.path}.{shown}" if self.path else shown
 
     def has(self, name: str) -> bool:
         return name in self.raw
@@ -328,6 +332,9 @@ class _Table:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.where.error(self.key(name), f"must be a list of strings, got {_show(value)}")
         return tuple(value)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _show(value: Any) -> str:
