@@ -172,3 +172,25 @@ def test_cli_worker_serves_metrics(redis_url: str, tmp_path: Any) -> None:
         out, err = p.communicate(timeout=20)
     assert p.returncode == 0, err.decode()
     assert f"metrics on http://0.0.0.0:{port}/metrics" in err.decode()
+
+
+def test_grafana_dashboard_charts_only_metrics_the_worker_exports(redis_url: str) -> None:
+    import json
+    import re
+
+    async def noop(job: Job) -> None:
+        return None
+
+    m = WorkerMetrics(Worker("orders", noop, redis=redis_url))
+    for c in (m.completed, m.failed, m.retried, m.dead):
+        c.labels("orders", "t").inc()
+    m.stalled.labels("orders").inc()
+    m.duration.labels("orders", "t").observe(0.1)
+    m.wait.labels("orders", "t").observe(0.1)
+    exported = {s.name for fam in m.registry.collect() for s in fam.samples}
+    m.close()
+    dash = json.loads((ROOT / "benchmarks" / "grafana-dashboard.json").read_text())
+    used = {n for p in dash["panels"] for t in p["targets"] for n in re.findall(r"qsim_[a-z_]+", t["expr"])}
+    assert {"qsim_job_wait_seconds_bucket", "qsim_job_duration_seconds_bucket", "qsim_queue_jobs",
+            "qsim_queue_oldest_waiting_age_seconds", "qsim_worker_active_jobs"} <= used
+    assert used <= exported, used - exported
