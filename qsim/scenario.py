@@ -24,7 +24,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from qsim import dists
 from qsim.errors import ScenarioError
@@ -532,7 +532,10 @@ def _parse_engine(t: _Table) -> EngineSettings:
 # --------------------------------------------------------------------------- cross-checks
 
 
-def _by_name(items: tuple[Any, ...], name: str, what: str) -> Any:
+_Named = TypeVar("_Named", QueueSpec, JobType, PoolSpec)
+
+
+def _by_name(items: tuple[_Named, ...], name: str, what: str) -> _Named:
     for item in items:
         if item.name == name:
             return item
@@ -547,21 +550,21 @@ def _unknown(where: _Where, key: str, what: str, name: str, known: list[str]) ->
 
 def _check_references(s: Scenario, where: _Where) -> None:
     """Names must be unique and every reference must point at something defined."""
-    for label, items in (("queues", s.queues), ("jobs", s.jobs), ("pools", s.pools)):
+    named: dict[str, list[str]] = {"queues": [q.name for q in s.queues], "jobs": [j.name for j in s.jobs],
+                                   "pools": [p.name for p in s.pools]}
+    for label, names in named.items():
         seen: set[str] = set()
-        for i, item in enumerate(items):
-            if item.name in seen:
-                raise where.error(f"{label}[{i}].name", f"is a duplicate: {item.name!r}")
-            seen.add(item.name)
+        for i, name in enumerate(names):
+            if name in seen:
+                raise where.error(f"{label}[{i}].name", f"is a duplicate: {name!r}")
+            seen.add(name)
     if not s.queues:
         raise where.error("queues", "must define at least one queue ([[queues]])")
     if not s.jobs:
         raise where.error("jobs", "must define at least one job type ([[jobs]])")
     if not s.pools:
         raise where.error("pools", "must define at least one pool ([[pools]])")
-    queues = [q.name for q in s.queues]
-    jobs = [j.name for j in s.jobs]
-    pools = [p.name for p in s.pools]
+    queues, jobs, pools = named["queues"], named["jobs"], named["pools"]
     for i, j in enumerate(s.jobs):
         if j.queue not in queues:
             raise _unknown(where, f"jobs[{i}].queue", "queue", j.queue, queues)
@@ -585,9 +588,9 @@ def _check_references(s: Scenario, where: _Where) -> None:
             if q not in p.queues:
                 raise where.error(f"pools[{i}].weights.{q}", f"is not one of the pool's queues ({', '.join(p.queues)})")
     served = {q for p in s.pools for q in p.queues}
-    for i, q in enumerate(s.queues):
-        if q.name not in served:
-            raise where.error(f"queues[{i}]", f"{q.name!r} is served by no pool: its jobs would never run")
+    for i, name in enumerate(queues):
+        if name not in served:
+            raise where.error(f"queues[{i}]", f"{name!r} is served by no pool: its jobs would never run")
     for i, e in enumerate(s.events):
         if e.pool not in pools:
             raise _unknown(where, f"events[{i}].pool", "pool", e.pool, pools)

@@ -137,7 +137,7 @@ async def _wait_ready(client: redis.asyncio.Redis, key: str, ids: list[str], poo
     while want:
         got = await client.blpop([key], timeout=0.5)
         if got:
-            want.discard(got[1].decode())
+            want.discard(got[1].decode() if isinstance(got[1], bytes) else got[1])
         for wid in list(want):
             if pools.procs[wid].poll() is not None:
                 log = (pools.logdir / f"{wid}.log").read_text(errors="replace")[-2000:]
