@@ -102,9 +102,7 @@ class FlowJobs:
 
 def make_keys(queue: str, prefix: str, group: str | None) -> QueueKeys:
     """A queue's keys, in ``group`` when one is given."""
-    if group is None:
-        return QueueKeys(queue, prefix)
-    return QueueKeys(queue, prefix, group=group)  # type: ignore[call-arg]
+    return QueueKeys(queue, prefix, group)
 
 
 class _Specs:
@@ -263,14 +261,14 @@ def _worker_of(job: Job) -> Any:
 def job_keys(job: Job) -> QueueKeys:
     """The keys of ``job``'s queue (the worker's prefix and group)."""
     k = _worker_of(job).keys
-    return make_keys(job.queue, k.prefix, getattr(k, "group", None))
+    return make_keys(job.queue, k.prefix, k.group)
 
 
 async def add_children(job: Job, children: Sequence[tuple[Any, ...]], *, on_failure: str = "fail") -> list[EnqueuedJob]:
     """Add ``children`` (``(queue, name, data[, options])``) of the running ``job`` in one script call."""
     w = _worker_of(job)
     pk = job_keys(job)
-    specs = _Specs(pk.prefix, getattr(pk, "group", None), w.max_payload, w.max_payload)
+    specs = _Specs(pk.prefix, pk.group, w.max_payload, w.max_payload)
     kids = specs.children(children, on_failure)
     if not kids:
         return []

@@ -234,3 +234,121 @@ def test_flow_on_redis_cluster_one_slot_runs_and_cross_slot_is_refused(cluster_u
         await q.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.cluster
+def test_flow_and_fan_out_across_queues_of_one_group_on_redis_cluster(cluster_url: str) -> None:
+    async def main() -> None:
+        # Given two queues sharing the group "shop" (one hash tag, one slot)
+        flows = FlowProducer(redis=cluster_url, group="shop")
+        inv = AsyncQueue("invoicing", redis=cluster_url, group="shop")
+        data = AsyncQueue("data", redis=cluster_url, group="shop")
+        assert inv.keys.wait.startswith("qsim:{shop}:") and data.keys.wait.startswith("qsim:{shop}:")
+        added = await flows.add(parent=("invoicing", "invoice", {}),
+                                children=[("data", "line", {"v": v}) for v in range(4)])
+        await inv.add("split", {}, job_id="fan")
+        assert (await inv.counts())["waiting_children"] == 1
+
+        async def handler(job: Job) -> Any:
+            if job.name == "line":
+                return job.data["v"]
+            if job.name == "split":
+                await job.add_children([("data", "line", {"v": 10 + v}) for v in range(20)])
+                return sum((await job.wait_children(progress=False)).values())
+            return await job.children_values()
+
+        async def done() -> bool:
+            return (await inv.counts())["completed"] == 2
+
+        # When one worker serves both queues
+        w = Worker(["invoicing", "data"], handler, redis=cluster_url, group="shop", concurrency=6, **FAST)
+        await run_workers([w], done)
+        # Then the flow's parent saw its children's values and the fan-out summed its 20 children
+        parent = await inv.get_job(added.parent.id)
+        assert parent.returnvalue == {ref: v for v, ref in enumerate(added.refs)}
+        assert (await inv.get_job("fan")).returnvalue == sum(range(10, 30))
+        assert (await data.counts())["completed"] == 24
+        await flows.close()
+        await inv.close()
+        await data.close()
+
+    asyncio.run(main())
+
+
+def _flow(url: str, children: list[tuple[Any, ...]], policy: str = "fail") -> Any:
+    async def add() -> Any:
+        async with FlowProducer(redis=url) as flows:
+            return await flows.add(parent=("inv", "p", {}, {"job_id": "p"}), children=children,
+                                   on_child_failure=policy)
+
+    return asyncio.run(add())
+
+
+def test_child_that_stalls_too_often_fails_its_parent(redis_url: str, redis_client: Any) -> None:
+    from qsim.engine import protocol as P
+    from qsim.engine.scripts import ScriptSet, run_calls
+
+    # Given a flow whose only child is fetched by a worker that dies (lock 1 ms)
+    _flow(redis_url, [("data", "c", {}, {"job_id": "c"})])
+    data, inv = Queue("data", redis=redis_client), Queue("inv", redis=redis_client)
+    s = ScriptSet(redis_client)
+    (got,) = P.parse_fetch(run_calls(redis_client, s, [P.fetch_call(data.keys, 1, 1, "w", "t")])[0])
+    assert got.id == "c"
+    import time
+
+    time.sleep(0.01)
+    # When the stalled check finds it with max_stalled = 0
+    requeued, dead = run_calls(redis_client, s, [P.recover_stalled_call(data.keys, 100, 0)])[0]
+    # Then the child is dead and so is its parent, with the child's error
+    assert dead == ["c"] and requeued == []
+    p = inv.get_job("p")
+    assert p.state == "dead" and p.error.startswith("ChildFailed: child data:c failed: StalledError")  # type: ignore[union-attr]
+    assert inv.counts()["waiting_children"] == 0 and inv.counts()["dead"] == 1
+
+
+def test_ignored_dead_child_retried_later_is_counted_once(redis_url: str, redis_client: Any) -> None:
+    from qsim.engine import protocol as P
+    from qsim.engine.scripts import ScriptSet, run_calls
+
+    _flow(redis_url, [("data", "c", {}, {"job_id": "a"}), ("data", "c", {}, {"job_id": "b"})], policy="ignore")
+    data, inv = Queue("data", redis=redis_client), Queue("inv", redis=redis_client)
+    s = ScriptSet(redis_client)
+
+    def fetch(n: int = 1) -> Any:
+        return {j.id: j for j in P.parse_fetch(run_calls(redis_client, s, [P.fetch_call(data.keys, n, 30000, "w",
+                                                                                        f"t{n}")])[0])}
+
+    a = fetch()["a"]
+    assert run_calls(redis_client, s, [P.fail_call(data.keys, 100, [(a.id, a.token, "E: a broke", "", -1)])])[0] == [3]
+    assert redis_client.hgetall(inv.keys.children_failed("p")) == {"data:a": "E: a broke"}
+    assert inv.get_job("p").state == "waiting_children"
+    # a is retried from the DLQ and completes before b: recorded as a value, not counted twice
+    assert data.retry_dead("a") == ["a"]
+    got = fetch(2)
+    a2, b = got["a"], got["b"]
+    assert run_calls(redis_client, s, [P.complete_call(data.keys, 100, -1, -1, [("a", a2.token, '"A"')])])[0] == [1]
+    assert redis_client.hgetall(inv.keys.children_failed("p")) == {}
+    assert inv.get_job("p").state == "waiting_children"
+    assert run_calls(redis_client, s, [P.complete_call(data.keys, 100, -1, -1, [("b", b.token, '"B"')])])[0] == [1]
+    assert inv.get_job("p").state == "waiting" and inv.counts()["waiting"] == 1
+    assert redis_client.hgetall(inv.keys.children("p")) == {"data:a": '"A"', "data:b": '"B"'}
+    assert redis_client.hget(inv.keys.job("p"), "pending_children") == "0"
+
+
+def test_trimmed_completed_parent_takes_its_children_hash_along(redis_url: str, redis_client: Any) -> None:
+    from qsim.engine import protocol as P
+    from qsim.engine.scripts import ScriptSet, run_calls
+
+    _flow(redis_url, [("inv", "c", {}, {"job_id": "c"})])
+    inv = Queue("inv", redis=redis_client)
+    s = ScriptSet(redis_client)
+
+    def run_one() -> str:
+        (j,) = P.parse_fetch(run_calls(redis_client, s, [P.fetch_call(inv.keys, 1, 30000, "w", "t")])[0])
+        assert run_calls(redis_client, s, [P.complete_call(inv.keys, 100, 0, -1, [(j.id, j.token, "1")])])[0] == [1]
+        return j.id
+
+    # keep_count = 0: every completed job is trimmed at once
+    assert run_one() == "c" and redis_client.exists(inv.keys.children("p")) == 1
+    assert run_one() == "p"
+    assert redis_client.exists(inv.keys.job("p"), inv.keys.children("p"), inv.keys.job("c")) == 0
