@@ -190,6 +190,43 @@ def cmd_theory(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Sweep the model and recommend the smallest setting that meets the SLOs."""
+    from qsim.analysis.plan import parse_slo, plan
+    from qsim.analysis.sweep import parse_values
+
+    scenario = _load(args.scenario)
+    slos = [parse_slo(text) for text in args.slo]
+    vary: dict[str, list[float | int]] = {}
+    for item in args.vary:
+        path, sep, values = item.partition("=")
+        if not sep or not path:
+            raise ScenarioError(f"--vary must look like pools.NAME.concurrency=1:64, got {item!r}")
+        vary[path.strip()] = parse_values(values)
+    progress = Progress(f"plan {scenario.name}")
+    try:
+        result = plan(scenario, slos, vary, seed=args.seed, max_jobs=args.jobs, processes=args.processes,
+                      progress=progress)
+    finally:
+        progress.close()
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    paths = list(vary)
+    widths = [len(p) + 2 for p in paths]
+    print(f"scenario {scenario.name}  SLO {' and '.join(result['slo'])}")
+    print("".join(f"{p:>{w}}" for p, w in zip(paths, widths)) + f"{'p95 wait':>10}{'p95 latency':>12}{'util':>7}  meets")
+    for point in result["points"]:
+        s = point["summary"]
+        print("".join(f"{point['params'][p]:>{w}}" for p, w in zip(paths, widths))
+              + f"{_fmt(s['wait']['p95']):>10}{_fmt(s['latency']['p95']):>12}{_fmt(s['utilization']):>7}"
+              + f"  {'yes' if point['meets_slo'] else 'no'}")
+    best = result["recommended"]
+    print("recommended: " + (", ".join(f"{k} = {v}" for k, v in best.items()) if best else
+                             "none of these values meets the SLO"))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -233,6 +270,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario TOML file or built-in name")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(func=cmd_theory)
+
+    p = sub.add_parser("plan", help="sweep the model; recommend the smallest setting meeting an SLO",
+                       description="Simulate SCENARIO for every combination of the --vary values (on every "
+                                   "core) and recommend the first, in ascending order, that meets every --slo.")
+    p.add_argument("scenario", help="scenario TOML file or built-in name")
+    p.add_argument("--slo", action="append", required=True, metavar="EXPR",
+                   help="objective like p95_wait<=2, p99_latency[cut]<5, utilization<=0.8 (repeatable)")
+    p.add_argument("--vary", action="append", required=True, metavar="PATH=VALUES",
+                   help="e.g. pools.craftsmen.concurrency=1:64, pools.p.workers=1,2,4 (repeatable: a grid)")
+    p.add_argument("--seed", type=_nonneg_int, help="override the scenario's seed")
+    p.add_argument("--jobs", type=_pos_int, metavar="N", help="stop arrivals after N jobs in each run")
+    p.add_argument("--processes", type=_pos_int, metavar="N", help="parallel runs (default: every core)")
+    p.add_argument("--json", action="store_true", help="print {points, recommended} as JSON")
+    p.set_defaults(func=cmd_plan)
 
     for register in _plugins():
         register(sub)

@@ -1,0 +1,142 @@
+"""Parameter sweeps over the model, on every core.
+
+A parameter is named by a dotted path into the scenario::
+
+    pools.craftsmen.concurrency     pools.<name>.<field>
+    queues.orders.concurrency_limit queues.<name>.<field>
+    jobs.cut.arrival.rate           jobs.<name>.<field>[.<field>]
+    duration                        a top-level field
+
+:func:`with_params` returns a new scenario with those values (validated by
+the scenario's own rules); :func:`sweep` simulates every combination in a
+process pool and returns one row per point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from qsim.errors import ScenarioError
+from qsim.model import simulate
+from qsim.scenario import Scenario
+
+__all__ = ["with_params", "grid", "sweep", "parse_values"]
+
+_COLLECTIONS = {"pools", "queues", "jobs"}
+_INTEGER_FIELDS = {"workers", "concurrency", "concurrency_limit", "attempts", "max", "count", "size", "seed",
+                   "max_stalled", "priority"}
+
+
+def _replace(obj: Any, fields: Sequence[str], value: Any, path: str) -> Any:
+    name = fields[0]
+    if not dataclasses.is_dataclass(obj) or name not in {f.name for f in dataclasses.fields(obj)}:
+        raise ScenarioError(f"--vary {path}: {type(obj).__name__} has no field {name!r}")
+    if len(fields) == 1:
+        current = getattr(obj, name)
+        if name in _INTEGER_FIELDS or isinstance(current, int) and not isinstance(current, bool):
+            if not float(value).is_integer():
+                raise ScenarioError(f"--vary {path} must be a whole number, got {value!r}")
+            value = int(value)
+        elif isinstance(current, float):
+            value = float(value)
+        return dataclasses.replace(obj, **{name: value})
+    return dataclasses.replace(obj, **{name: _replace(getattr(obj, name), fields[1:], value, path)})
+
+
+def with_params(scenario: Scenario, params: Mapping[str, Any]) -> Scenario:
+    """A copy of ``scenario`` with each dotted path set to its value."""
+    for path, value in params.items():
+        parts = path.split(".")
+        if parts[0] in _COLLECTIONS:
+            if len(parts) < 3:
+                raise ScenarioError(f"--vary {path}: expected {parts[0]}.<name>.<field>")
+            items = getattr(scenario, parts[0])
+            names = [item.name for item in items]
+            if parts[1] not in names:
+                raise ScenarioError(f"--vary {path}: no {parts[0][:-1]} named {parts[1]!r} "
+                                    f"(defined: {', '.join(names)})")
+            new = tuple(_replace(it, parts[2:], value, path) if it.name == parts[1] else it for it in items)
+            scenario = dataclasses.replace(scenario, **{parts[0]: new})
+        else:
+            scenario = _replace(scenario, parts, value, path)
+    _check_values(scenario, params)
+    return scenario
+
+
+def _check_values(scenario: Scenario, params: Mapping[str, Any]) -> None:
+    for path, value in params.items():
+        field = path.rsplit(".", 1)[-1]
+        low = 1 if field in {"concurrency", "concurrency_limit", "attempts", "max"} else 0
+        if isinstance(value, (int, float)) and (not math.isfinite(value) or value < low):
+            raise ScenarioError(f"--vary {path} must be >= {low}, got {value!r}")
+
+
+def _number(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
+
+
+def parse_values(text: str) -> list[float | int]:
+    """``1:64`` (every integer), ``1:64:4`` (a step), ``0.5:2:0.5`` or ``1,2,4,8``."""
+    try:
+        if ":" in text:
+            parts = [float(p) for p in text.split(":")]
+            if len(parts) not in (2, 3):
+                raise ValueError
+            lo, hi = parts[0], parts[1]
+            step = parts[2] if len(parts) == 3 else 1.0
+            if step <= 0 or hi < lo:
+                raise ValueError
+            n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+            return [_number(round(lo + k * step, 12)) for k in range(n)]
+        values = [_number(float(p)) for p in text.split(",") if p.strip()]
+        if not values:
+            raise ValueError
+        return values
+    except ValueError:
+        raise ScenarioError(f"values must look like 1:64, 1:64:4 or 1,2,4 (low <= high, step > 0), "
+                            f"got {text!r}") from None
+
+
+def grid(vary: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the values, in lexicographic order of the paths as given."""
+    paths = list(vary)
+    return [dict(zip(paths, combo)) for combo in itertools.product(*(vary[p] for p in paths))]
+
+
+def _point(args: tuple[Scenario, dict[str, Any], int | None, int | None]) -> dict[str, Any]:
+    scenario, params, seed, max_jobs = args
+    return simulate(with_params(scenario, params), seed=seed, max_jobs=max_jobs).summary
+
+
+def sweep(scenario: Scenario, vary: Mapping[str, Sequence[Any]], *, seed: int | None = None,
+          max_jobs: int | None = None, processes: int | None = None,
+          progress: Callable[[float], None] | None = None) -> list[dict[str, Any]]:
+    """Simulate every combination of ``vary``; returns ``[{"params", "summary"}]`` in grid order.
+
+    Points run in a process pool of ``processes`` workers (default: every core);
+    ``processes=1`` runs them here, one after the other.
+    """
+    points = grid(vary)
+    for params in points:  # refuse bad paths before starting any process
+        with_params(scenario, params)
+    jobs = [(scenario, params, seed, max_jobs) for params in points]
+    workers = processes or os.cpu_count() or 1
+    summaries: list[dict[str, Any]] = []
+    if workers == 1 or len(jobs) == 1:
+        for i, job in enumerate(jobs):
+            summaries.append(_point(job))
+            if progress:
+                progress((i + 1) / len(jobs))
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            for i, summary in enumerate(pool.map(_point, jobs)):
+                summaries.append(summary)
+                if progress:
+                    progress((i + 1) / len(jobs))
+    return [{"params": params, "summary": summary} for params, summary in zip(points, summaries)]
