@@ -20,6 +20,12 @@ import redis.cluster
 
 __all__ = ["CLUSTER_SCHEMES", "is_cluster_url", "connect", "connect_async", "check_decoded"]
 
+#: How replies that are not UTF-8 are decoded. qsim writes only ASCII JSON and str names, so
+#: invalid bytes can only come from a value corrupted (or planted) by hand: they become U+FFFD,
+#: the job's JSON no longer parses and the job goes to the DLQ. With "strict", one such value
+#: would fail the whole reply it is part of (a batch of fetched jobs, a DLQ listing).
+ENCODING_ERRORS = "replace"
+
 #: URL schemes that make a Redis Cluster client.
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
@@ -37,6 +43,7 @@ def _plain(url: str) -> str:
 def connect(url: str, **kwargs: Any) -> Any:
     """A sync client (``redis.Redis`` or ``redis.cluster.RedisCluster``) with decoded replies."""
     kwargs.setdefault("decode_responses", True)
+    kwargs.setdefault("encoding_errors", ENCODING_ERRORS)
     if is_cluster_url(url):
         kwargs.pop("health_check_interval", None)
         return redis.cluster.RedisCluster.from_url(_plain(url), **kwargs)
@@ -46,6 +53,7 @@ def connect(url: str, **kwargs: Any) -> Any:
 def connect_async(url: str, **kwargs: Any) -> Any:
     """An asyncio client (``redis.asyncio.Redis`` or its ``RedisCluster``) with decoded replies."""
     kwargs.setdefault("decode_responses", True)
+    kwargs.setdefault("encoding_errors", ENCODING_ERRORS)
     if is_cluster_url(url):
         kwargs.pop("health_check_interval", None)
         kwargs.pop("retry_on_error", None)

@@ -59,7 +59,24 @@ def parse_log(text: str | None) -> list[Attempt]:
 
 
 def _f(v: str | None) -> float | None:
-    return float(v) if v else None
+    try:
+        return float(v) if v else None
+    except ValueError:  # a hash corrupted by hand: show what can be shown
+        return None
+
+
+def _n(v: str | None, default: int) -> int:
+    try:
+        return int(v) if v else default
+    except ValueError:
+        return default
+
+
+def _log(text: str | None) -> list[Attempt]:
+    try:
+        return parse_log(text)
+    except ValueError:
+        return []
 
 
 @dataclass(frozen=True)
@@ -108,13 +125,13 @@ class JobInfo:
         data_error = None
         try:
             data = json.loads(h.get("data", ""))
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             data, data_error = h.get("data"), f"data is not valid JSON: {e}"
 
         def loads(k: str) -> Any:
             try:
                 return json.loads(h[k]) if h.get(k) else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 return h[k]
 
         return cls(
@@ -123,11 +140,11 @@ class JobInfo:
             name=h.get("name", ""),
             state=h.get("state", "unknown"),
             data=data,
-            priority=int(h.get("priority") or 0),
-            max_attempts=int(h.get("max_attempts") or 1),
-            attempts_made=int(h.get("attempts_made") or 0),
-            stalled=int(h.get("stalled") or 0),
-            timeout=float(h.get("timeout") or 0),
+            priority=_n(h.get("priority"), 0),
+            max_attempts=_n(h.get("max_attempts"), 1),
+            attempts_made=_n(h.get("attempts_made"), 0),
+            stalled=_n(h.get("stalled"), 0),
+            timeout=_f(h.get("timeout")) or 0.0,
             enqueued_at=_f(h.get("enqueued_at")),
             started_at=_f(h.get("started_at")),
             finished_at=_f(h.get("finished_at")),
@@ -137,7 +154,7 @@ class JobInfo:
             returnvalue=loads("returnvalue"),
             progress=loads("progress"),
             backoff=h.get("backoff", ""),
-            attempts=parse_log(h.get("log")),
+            attempts=_log(h.get("log")),
             data_error=data_error,
         )
 

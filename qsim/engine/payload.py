@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_REDACT",
     "DEFAULT_MAX_PAYLOAD",
     "DEFAULT_WARN_PAYLOAD",
+    "MAX_DEPTH",
     "REDACTED",
 ]
 
@@ -27,23 +28,27 @@ DEFAULT_REDACT: tuple[str, ...] = ("password", "passwd", "secret", "token", "api
 DEFAULT_MAX_PAYLOAD = 512 * 1024
 DEFAULT_WARN_PAYLOAD = 1024
 REDACTED = "***"
+#: Deepest nesting of lists/dicts a payload may have (deeper ones are refused, not crashed on).
+MAX_DEPTH = 100
 
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _check(value: Any, path: str) -> None:
-    """Refuse what JSON would silently change (non-str keys) or cannot hold."""
+def _check(value: Any, path: str, depth: int = 1) -> None:
+    """Refuse what JSON would silently change (non-str keys), cannot hold, or nests too deeply."""
     if isinstance(value, _SCALARS):
         return
+    if depth > MAX_DEPTH and isinstance(value, (dict, list, tuple)):
+        raise PayloadError(f"{path.split('[')[0].split('.')[0]} is nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise PayloadError(f"{path}: dict keys must be str, got {type(k).__name__} {k!r}")
-            _check(v, f"{path}.{k}")
+            _check(v, f"{path}.{k}", depth + 1)
         return
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            _check(v, f"{path}[{i}]")
+            _check(v, f"{path}[{i}]", depth + 1)
         return
     raise PayloadError(f"{path}: {type(value).__name__} is not JSON (only dict, list, str, int, float, bool, None)")
 
@@ -59,7 +64,8 @@ def encode_payload(
 
     Raises:
         PayloadError: ``value`` holds bytes, NaN/Infinity, objects or non-str
-            keys, or encodes to more than ``max_bytes``.
+            keys, is nested more than :data:`MAX_DEPTH` levels deep, or encodes
+            to more than ``max_bytes``.
     """
     if not isinstance(value, _SCALARS):
         _check(value, what)
@@ -83,7 +89,7 @@ def decode_payload(text: str | None, *, what: str = "data") -> Any:
         raise PayloadError(f"{what} is missing")
     try:
         return json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise PayloadError(f"{what} is not valid JSON: {e}") from e
 
 

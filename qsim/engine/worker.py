@@ -84,6 +84,23 @@ _MAX_RECONNECT_DELAY = 5.0
 _FINAL_FLUSH_TIMEOUT = 10.0
 
 
+def _corrupt_fields(f: Fetched) -> str:
+    """Name the fields of a fetched job hash that cannot be read ("" if none is found)."""
+    bad = []
+    for name, conv in (("attempts_made", int), ("max_attempts", int), ("timeout", float)):
+        value = getattr(f, name)
+        try:
+            conv(value or 0)
+        except ValueError:
+            bad.append(f"{name}={value[:40]!r}")
+    if f.backoff:
+        try:
+            Backoff.from_json(f.backoff)
+        except (ValueError, KeyError, TypeError) as e:
+            bad.append(f"backoff={f.backoff[:40]!r} ({e})")
+    return ", ".join(bad) + (" cannot be read" if bad else "")
+
+
 class Worker:
     """Runs ``handler`` on the jobs of a queue, ``concurrency`` at a time.
 
@@ -502,11 +519,13 @@ class Worker:
         for f in got:
             try:
                 job = self._job(f)
-            except (ValueError, KeyError, TypeError, PayloadError) as e:
+            except (ValueError, KeyError, TypeError, RecursionError, PayloadError) as e:
                 queue = self.queues[int(f.queue_index) - 1]
+                if not isinstance(e, PayloadError):
+                    e = PayloadError(f"job hash is corrupt: {_corrupt_fields(f) or e}")
                 logger.error("job %s of queue %s is corrupt (%s): moving it to the DLQ", f.id, queue, e)
                 job = Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self)
-                err = e if isinstance(e, PayloadError) else PayloadError(f"job hash is corrupt: {e}")
+                err = e
                 self._fails.append((job, f"PayloadError: {err}", "", -1, err))
                 continue
             self._active[f.id] = (job, asyncio.ensure_future(self._run_job(job)))
@@ -520,7 +539,7 @@ class Worker:
             bo = self._backoffs[f.backoff] = Backoff.from_json(f.backoff)
         try:
             data = json.loads(f.data)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise PayloadError(f"job data is not valid JSON: {e}") from e
         job = Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queues[int(f.queue_index) - 1], int(f.max_attempts),
                   float(f.timeout or 0), bo, f.token, self)
@@ -548,13 +567,17 @@ class Worker:
             self._releases.append(job)
         except Exception as e:  # noqa: BLE001 - a handler may raise anything
             self._failed(job, e)
+        except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt, SystemExit, GeneratorExit from a handler
+            # A handler's sys.exit() or KeyboardInterrupt fails its attempt like any error (retry, then the
+            # DLQ); it does not stop the worker: only signals (SIGTERM/SIGINT) and close() do that.
+            self._failed(job, e)
         finally:
             if self._active.get(job.id, (None,))[0] is job:  # not a newer attempt of the same id
                 del self._active[job.id]
             self._wake.set()
             self._changed.set()
 
-    def _failed(self, job: Job, e: Exception) -> None:
+    def _failed(self, job: Job, e: BaseException) -> None:
         f = self.redact_fields
         err = scrub_text(f"{type(e).__name__}: {e}", job.data, f)[:2000]
         tb = scrub_text("".join(traceback.format_exception(e)), job.data, f)[-20000:]

@@ -43,7 +43,7 @@ for i = 5, #ARGV, 3 do
   else
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
-      'attempts_made', tonumber(f[5] or '0') + 1,
+      'attempts_made', (tonumber(f[5]) or 0) + 1,
       'log', (f[6] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';')
     redis.call('ZADD', KEYS[2], now_ms, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')

@@ -40,7 +40,7 @@ for i = 3, #ARGV, 5 do
   elseif f[2] ~= 'active' then
     codes[#codes + 1] = 0
   else
-    local made = tonumber(f[5] or '0') + 1
+    local made = (tonumber(f[5]) or 0) + 1
     local name = f[9] or ''
     local delay = tonumber(ARGV[i + 4])
     local err = ARGV[i + 2]
@@ -49,7 +49,7 @@ for i = 3, #ARGV, 5 do
       'log', (f[8] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',failed,' .. (f[4] or '') .. ';')
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,
       'error', err, 'attempt', made)
-    if delay < 0 or made >= tonumber(f[6] or '1') then
+    if delay < 0 or made >= (tonumber(f[6]) or 1) then
       redis.call('HSET', jk, 'state', 'dead', 'finished_at', now_s)
       redis.call('ZADD', KEYS[4], now_ms, id)
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', name, 'error', err)
@@ -67,7 +67,7 @@ for i = 3, #ARGV, 5 do
     else
       local seq = redis.call('INCR', KEYS[7]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], tonumber(f[7] or '0') * 4294967296 + seq, id)
+      redis.call('ZADD', KEYS[2], (tonumber(f[7]) or 0) * 4294967296 + seq, id)
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', name, 'delay', 0)
       codes[#codes + 1] = 1
       wake = true

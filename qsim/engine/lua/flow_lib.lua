@@ -96,7 +96,7 @@ local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now
   elseif left <= 0 then
     local seq = redis.call('INCR', pbase .. 'seq') % 4294967296
     redis.call('ZREM', pbase .. 'waiting-children', pid)
-    redis.call('ZADD', pbase .. 'wait', tonumber(pf[2] or '0') * 4294967296 + seq, pid)
+    redis.call('ZADD', pbase .. 'wait', (tonumber(pf[2]) or 0) * 4294967296 + seq, pid)
     redis.call('HSET', pk, 'state', 'waiting')
     qsim_wake(pbase)
   end

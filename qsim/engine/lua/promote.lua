@@ -20,7 +20,7 @@ for _, id in ipairs(due) do
   local prio = redis.call('HGET', jk, 'priority')
   if prio then
     local seq = redis.call('INCR', KEYS[3]) % 4294967296
-    redis.call('ZADD', KEYS[2], tonumber(prio) * 4294967296 + seq, id)
+    redis.call('ZADD', KEYS[2], (tonumber(prio) or 0) * 4294967296 + seq, id)
     redis.call('HSET', jk, 'state', 'waiting')
   end
 end

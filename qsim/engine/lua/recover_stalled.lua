@@ -31,7 +31,7 @@ for _, id in ipairs(ids) do
   local f = redis.call('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
     'attempts_made', 'parent', 'parent_base', 'parent_policy')
   if f[1] == 'active' then
-    local stalled = tonumber(f[4] or '0') + 1
+    local stalled = (tonumber(f[4]) or 0) + 1
     redis.call('HDEL', jk, 'token')
     redis.call('HSET', jk, 'stalled', stalled,
       'log', (f[6] or '') .. (f[2] or now_s) .. ',' .. now_s .. ',stalled,' .. (f[3] or '') .. ';')
@@ -40,7 +40,7 @@ for _, id in ipairs(ids) do
     if stalled > max_stalled then
       local err = 'StalledError: job stalled ' .. stalled .. ' times (max_stalled=' .. max_stalled .. ')'
       redis.call('HSET', jk, 'state', 'dead', 'finished_at', now_s, 'error', err,
-        'attempts_made', tonumber(f[8] or '0') + 1)
+        'attempts_made', (tonumber(f[8]) or 0) + 1)
       redis.call('ZADD', KEYS[3], now_ms, id)
       redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', f[7] or '', 'error', err)
       dead[#dead + 1] = id
@@ -50,7 +50,7 @@ for _, id in ipairs(ids) do
     else
       local seq = redis.call('INCR', KEYS[6]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], tonumber(f[5] or '0') * 4294967296 + seq, id)
+      redis.call('ZADD', KEYS[2], (tonumber(f[5]) or 0) * 4294967296 + seq, id)
       requeued[#requeued + 1] = id
     end
   end

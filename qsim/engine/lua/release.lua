@@ -26,7 +26,7 @@ for i = 3, #ARGV, 2 do
     redis.call('HDEL', jk, 'token')
     redis.call('HSET', jk, 'state', 'waiting',
       'log', (f[6] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',released,' .. (f[4] or '') .. ';')
-    redis.call('ZADD', KEYS[2], tonumber(f[5] or '0') * 4294967296 + seq, id)
+    redis.call('ZADD', KEYS[2], (tonumber(f[5]) or 0) * 4294967296 + seq, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'released', 'job', id, 'name', f[7] or '')
     n = n + 1
   end

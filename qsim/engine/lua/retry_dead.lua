@@ -29,7 +29,7 @@ for _, id in ipairs(ids) do
       local seq = redis.call('INCR', KEYS[5]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting', 'attempts_made', 0, 'stalled', 0)
       redis.call('HDEL', jk, 'finished_at', 'token')
-      redis.call('ZADD', KEYS[2], tonumber(prio) * 4294967296 + seq, id)
+      redis.call('ZADD', KEYS[2], (tonumber(prio) or 0) * 4294967296 + seq, id)
       redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'retried', 'job', id)
       moved[#moved + 1] = id
     end
