@@ -30,7 +30,9 @@ them, reporting progress as they complete::
         values = await job.wait_children()   # progress {"children_done", "children_total"}
         return sum(values.values())
 
-``wait_children`` polls the parent's counter (a few commands every 20-500 ms)
+Give fan-out children ids derived from the parent's (``{"job_id":
+f"{job.id}-{i}"}``) and a retried handler's ``add_children`` skips the
+children it added before (they are counted once). ``wait_children`` polls the parent's counter (a few commands every 20-500 ms)
 while the parent keeps its worker slot and its lock: give the children
 another queue, or enough concurrency, so waiting parents cannot take every
 slot their children need.
@@ -315,6 +317,7 @@ async def wait_children(job: Job, *, progress: bool = True, max_poll: float = 0.
 
     Raises:
         ChildFailed: a child with the ``fail`` policy went to the DLQ.
+        LockLost: the worker lost the parent's lock (it stalled) while waiting.
     """
     w = _worker_of(job)
     k = job_keys(job)
@@ -322,6 +325,8 @@ async def wait_children(job: Job, *, progress: bool = True, max_poll: float = 0.
              command("HLEN", k.children(job.id)), command("HLEN", k.children_failed(job.id))]
     last, delay = -1, 0.02
     while True:
+        if job.lock_lost:
+            raise LockLost(f"job {job.id}: this worker no longer holds its lock; stopped waiting for its children")
         with redis_errors(f"children of job {job.id}"):
             (pending, failed), ok, bad = await run_calls_async(w.client, w.scripts, calls)
         if failed:

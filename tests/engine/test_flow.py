@@ -352,3 +352,30 @@ def test_trimmed_completed_parent_takes_its_children_hash_along(redis_url: str, 
     assert run_one() == "c" and redis_client.exists(inv.keys.children("p")) == 1
     assert run_one() == "p"
     assert redis_client.exists(inv.keys.job("p"), inv.keys.children("p"), inv.keys.job("c")) == 0
+
+
+def test_retried_fan_out_parent_does_not_add_or_count_its_children_twice(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("fan", redis=redis_url)
+        await q.add("split", {}, job_id="p", attempts=2)
+        runs: list[int] = []
+
+        async def handler(job: Job) -> Any:
+            if job.name == "piece":
+                return job.data["i"]
+            runs.append(job.attempt)
+            await job.add_children([("fan", "piece", {"i": i}, {"job_id": f"{job.id}-{i}"}) for i in range(10)])
+            if job.attempt == 1:
+                raise RuntimeError("crashed after fanning out")
+            return sum((await job.wait_children(progress=False)).values())
+
+        async def done() -> bool:
+            return (await q.counts())["completed"] == 11
+
+        await run_workers([Worker("fan", handler, redis=redis_url, concurrency=4, **FAST)], done)
+        p = await q.get_job("p")
+        assert runs == [1, 2] and p.returnvalue == sum(range(10))
+        assert len(await q.job_records()) == 11
+        await q.close()
+
+    asyncio.run(main())

@@ -14,9 +14,13 @@ ARGV[5 + 10*i ..] per child: queue key base, on-failure policy ("fail" |
         "ignore"), id ("" = generate), name, data (JSON), priority, delay_ms,
         max_attempts, backoff (JSON or ""), timeout (s)
 
+A child whose id exists already as a child of this parent is left alone
+and not counted again (a retried handler re-adding children with ids derived
+from its own is a no-op for those).
+
 Returns {code, ...}: {1, child id 1, ..., child id n} added; {-1} the token
 does not match an active parent (lock lost, nothing written); {-3, "queue:id"}
-a child id is taken (nothing written).
+a child id is taken by a job that is not this parent's child (nothing written).
 ]]
 -- @include flow_lib
 local t = redis.call('TIME')
@@ -29,22 +33,34 @@ local f = redis.call('HMGET', pbase .. 'job:' .. pid, 'token', 'state')
 if f[1] ~= ARGV[3] or f[2] ~= 'active' then
   return {-1}
 end
+local known = {}
+local new = 0
 for i = 0, n - 1 do
   local b = 5 + i * 10
   if ARGV[b + 2] ~= '' and redis.call('EXISTS', ARGV[b] .. 'job:' .. ARGV[b + 2]) == 1 then
-    return {-3, qsim_queue_of(ARGV[b]) .. ':' .. ARGV[b + 2]}
+    local c = redis.call('HMGET', ARGV[b] .. 'job:' .. ARGV[b + 2], 'parent', 'parent_base')
+    if c[1] ~= pid or c[2] ~= pbase then
+      return {-3, qsim_queue_of(ARGV[b]) .. ':' .. ARGV[b + 2]}
+    end
+    known[i] = true
+  else
+    new = new + 1
   end
 end
-redis.call('HINCRBY', pbase .. 'job:' .. pid, 'pending_children', n)
+redis.call('HINCRBY', pbase .. 'job:' .. pid, 'pending_children', new)
 local out = {1}
 local woken = {}
 for i = 0, n - 1 do
   local b = 5 + i * 10
-  out[#out + 1] = qsim_new_job(ARGV[b], b + 2, '', now_ms, now_s,
-    {'parent', pid, 'parent_base', pbase, 'parent_policy', ARGV[b + 1]})
-  if not woken[ARGV[b]] then
-    woken[ARGV[b]] = true
-    qsim_wake(ARGV[b])
+  if known[i] then
+    out[#out + 1] = ARGV[b + 2]
+  else
+    out[#out + 1] = qsim_new_job(ARGV[b], b + 2, '', now_ms, now_s,
+      {'parent', pid, 'parent_base', pbase, 'parent_policy', ARGV[b + 1]})
+    if not woken[ARGV[b]] then
+      woken[ARGV[b]] = true
+      qsim_wake(ARGV[b])
+    end
   end
 end
 return out
