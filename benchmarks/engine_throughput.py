@@ -96,11 +96,15 @@ def spawn(url: str, queue: str, concurrency: int, handler: str) -> subprocess.Po
 
 
 # -- measurements -------------------------------------------------------------------
-def drain(url: str, n: int, concurrency: int, procs: int = 1, handler: str = "noop") -> float:
-    """Jobs/s of ``procs`` worker processes draining ``n`` pre-filled jobs."""
+def drain(url: str, n: int, concurrency: int, procs: int = 1, handler: str = "noop", limits: bool = False) -> float:
+    """Jobs/s of ``procs`` worker processes draining ``n`` pre-filled jobs (``limits``: a concurrency
+    limit and a rate limit set high enough not to bind, so only the cost of checking them shows)."""
     q = Queue("bench", redis=url)
     q.client.flushall()
     q.set_retention(keep_count=None)
+    if limits:
+        q.set_concurrency_limit(1000)
+        q.set_rate_limit(10**6, 1.0)
     q.add_bulk([("noop", None) for _ in range(n)])
     ps = [spawn(url, "bench", concurrency, handler) for _ in range(procs)]
     try:
@@ -177,13 +181,14 @@ def main() -> int:
             print(f"enqueue, one at a time (sync Queue.add):   {single:10,.0f} jobs/s")
             print(f"enqueue, add_bulk batches of 1000:        {bulk:10,.0f} jobs/s")
             rows = []
-            for label, conc, procs, handler in [
-                ("qsim, 1 process, concurrency 10", 10, 1, "noop"),
-                ("qsim, 1 process, concurrency 50", 50, 1, "noop"),
-                ("qsim, 2 processes, concurrency 50", 50, 2, "noop"),
-                ("naive (1 round trip/step), concurrency 10", 10, 1, "naive"),
+            for label, conc, procs, handler, limits in [
+                ("qsim, 1 process, concurrency 10", 10, 1, "noop", False),
+                ("qsim, same, with concurrency + rate limit", 10, 1, "noop", True),
+                ("qsim, 1 process, concurrency 50", 50, 1, "noop", False),
+                ("qsim, 2 processes, concurrency 50", 50, 2, "noop", False),
+                ("naive (1 round trip/step), concurrency 10", 10, 1, "naive", False),
             ]:
-                rates = [drain(url, a.jobs, conc, procs, handler) for _ in range(a.runs)]
+                rates = [drain(url, a.jobs, conc, procs, handler, limits) for _ in range(a.runs)]
                 med = statistics.median(rates)
                 rows.append((label, med))
                 print(f"drain {label:<44} {med:10,.0f} jobs/s  (runs: {', '.join(f'{r:,.0f}' for r in rates)})")

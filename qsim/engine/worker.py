@@ -541,7 +541,8 @@ class Worker:
             data = json.loads(f.data)
         except (ValueError, RecursionError) as e:
             raise PayloadError(f"job data is not valid JSON: {e}") from e
-        job = Job(f.id, f.name, data, int(f.attempts_made) + 1, self.queues[int(f.queue_index) - 1], int(f.max_attempts),
+        queue = self.queues[int(f.queue_index) - 1]
+        job = Job(f.id, f.name, data, int(f.attempts_made) + 1, queue, int(f.max_attempts),
                   float(f.timeout or 0), bo, f.token, self)
         if f.wait:
             job.wait = float(f.wait)

@@ -148,7 +148,9 @@ def test_concurrency_limit_in_the_fetch_and_wake_on_completion(
     q.close()
 
 
-def test_rate_limit_is_a_sliding_window_and_returns_the_wait(call: Any, redis_client: redis.Redis, redis_url: str) -> None:
+def test_rate_limit_is_a_sliding_window_and_returns_the_wait(
+    call: Any, redis_client: redis.Redis, redis_url: str
+) -> None:
     q = Queue("a", redis=redis_url)
     q.set_rate_limit(3, 0.4)
     add(call, A, *[(f"j{i}", 0) for i in range(8)])
@@ -169,8 +171,8 @@ def test_rate_limit_is_a_sliding_window_and_returns_the_wait(call: Any, redis_cl
 def test_keyed_rate_limit_holds_per_key_and_skips_limited_keys(call: Any, redis_url: str) -> None:
     q = Queue("a", redis=redis_url)
     q.set_rate_limit(2, 10.0, key="tenant")
-    add(call, A, *[(f"x{i}", 0, '{"tenant":"x"}') for i in range(4)], *[(f"y{i}", 0, '{"tenant":"y"}') for i in range(3)],
-        ("n1", 0, '{"other":1}'))
+    add(call, A, *[(f"x{i}", 0, '{"tenant":"x"}') for i in range(4)],
+        *[(f"y{i}", 0, '{"tenant":"y"}') for i in range(3)], ("n1", 0, '{"other":1}'))
     got, wait_ms, held = fetch(call, [A], n=10)
     # two per key; jobs without the field share one key ""; the limited x2, x3 are skipped, not blocking
     assert got == ["a:x0", "a:x1", "a:y0", "a:y1", "a:n1"]
@@ -341,4 +343,33 @@ def test_keyed_rate_limit_holds_per_tenant_with_a_worker(redis_url: str) -> None
         assert max_in_window(by["a"] + by["b"], 500_000) == 8  # the keys do not share a limit
         await q.close()
 
+    asyncio.run(main())
+
+
+@pytest.mark.cluster
+def test_grouped_queues_share_a_slot_and_one_worker_serves_them_on_cluster(cluster_url: str) -> None:
+    # Given two queues in one group on a 3-master cluster, one with a rate limit and one with a concurrency limit
+    async def main() -> None:
+        qa = AsyncQueue("orders", redis=cluster_url, group="shop")
+        qb = AsyncQueue("billing", redis=cluster_url, group="shop")
+        await qa.set_concurrency_limit(2)
+        await qb.set_rate_limit(5, 0.2)
+        await qa.add_bulk([("t", {}) for _ in range(30)])
+        await qb.add_bulk([("t", {}) for _ in range(10)])
+        w = Worker(["orders", "billing"], _noop, redis=cluster_url, group="shop", policy="wrr",
+                   weights={"orders": 2, "billing": 1}, concurrency=8, lock_duration=1.0, handle_signals=False)
+
+        async def done() -> bool:
+            return (await qa.counts())["completed"] == 30 and (await qb.counts())["completed"] == 10
+
+        # When one worker serves both (one fetch script over both queues' keys, one BLPOP on both markers)
+        await run_worker_until(w, done, timeout=30)
+        # Then every job ran, within both limits
+        ra, rb = await qa.job_records(), await qb.job_records()
+        assert max_overlap(intervals(ra)) <= 2
+        assert max_in_window([round(r.attempts[0].start * 1e6) for r in rb], 200_000) <= 5
+        await qa.close()
+        await qb.close()
+
+    assert QueueKeys("orders", group="shop").wait.startswith("qsim:{shop}:")
     asyncio.run(main())

@@ -198,8 +198,14 @@ if wrr then
   for i = 1, Q do cur[i] = tonumber(c[i] or '0') end
 end
 local single = Q == 1 or policy == 'ordered'
+local q1 = qs[1]
+local plain1 = Q == 1 and not q1.rkey and not q1.aging
 
-while k < n do
+if plain1 and not q1.off and q1.room > 0 then  -- the common case: one queue, no choice to make
+  local popped = redis.call('ZPOPMIN', q1.wait, q1.room)
+  for j = 1, #popped, 2 do start(q1, 1, popped[j]) end
+end
+while k < n and not plain1 do
   local elig = {}
   for i = 1, Q do
     local q = qs[i]
