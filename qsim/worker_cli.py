@@ -20,7 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from qsim.engine import EXIT_CUT_OFF, Queue, Worker
+from qsim.engine.connection import display_url
 from qsim.engine.keys import DEFAULT_PREFIX
+from qsim.engine.payload import DEFAULT_REDACT
 from qsim.errors import EngineError, JobNotFound, RedisUnavailable
 
 __all__ = ["register", "resolve_redis_url", "load_handler", "EXIT_FAILURE", "EXIT_BAD_INPUT"]
@@ -65,6 +67,16 @@ def _common(p: argparse.ArgumentParser, queue_required: bool = True) -> None:
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})")
 
 
+def _redact_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redact", action="append", default=[], metavar="FIELD",
+                   help="also hide this payload field in logs, events and the DLQ listing (repeatable; always "
+                        f"hidden: {', '.join(DEFAULT_REDACT)})")
+
+
+def _redacted_fields(args: argparse.Namespace) -> tuple[str, ...]:
+    return (*DEFAULT_REDACT, *getattr(args, "redact", []))
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``worker``, ``stats`` and ``dlq`` to the ``qsim`` command."""
     p = subparsers.add_parser(
@@ -79,6 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--stalled-interval", type=_pos_float, default=30.0, help="stalled check period (default 30)")
     p.add_argument("--max-stalled", type=_nonneg_int, default=1, help="stalls before the DLQ (default 1)")
     p.add_argument("--shutdown-grace", type=_nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
+    _redact_option(p)
     p.add_argument("--metrics-port", type=_pos_int, metavar="P",
                    help="serve Prometheus metrics on http://0.0.0.0:P/metrics (see qsim.engine.metrics)")
     p.set_defaults(func=cmd_worker)
@@ -97,6 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _common(p)
     p.add_argument("--all", action="store_true", dest="all_jobs", help="retry: every dead job")
     p.add_argument("--limit", type=_pos_int, default=100, help="list: at most this many (default 100)")
+    _redact_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_dlq)
 
@@ -135,7 +149,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         handler = load_handler(args.handler)
         worker = Worker(args.queue, handler, redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
                         lock_duration=args.lock_duration, stalled_interval=args.stalled_interval,
-                        max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix)
+                        max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix,
+                        redact=_redacted_fields(args))
     except ValueError as e:
         _err("worker", str(e))
         return EXIT_BAD_INPUT
@@ -165,7 +180,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
     try:
-        return Queue(args.queue or "_", redis=resolve_redis_url(args.redis), prefix=args.prefix)
+        return Queue(args.queue or "_", redis=resolve_redis_url(args.redis), prefix=args.prefix,
+                     redact=_redacted_fields(args))
     except ValueError as e:
         _err(cmd, str(e))
         return None
@@ -189,7 +205,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         try:
             names = [args.queue] if args.queue else _queue_names(q, args.prefix)
         except Exception as e:  # noqa: BLE001 - redis-py errors, wrapped below
-            raise RedisUnavailable(f"Redis unavailable at {resolve_redis_url(args.redis)}: {e}") from e
+            raise RedisUnavailable(f"Redis unavailable at {display_url(resolve_redis_url(args.redis))}: {e}") from e
         out = {}
         for name in names:
             qq = Queue(name, redis=q.client, prefix=args.prefix)

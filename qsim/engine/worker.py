@@ -40,7 +40,7 @@ import redis
 import redis.asyncio
 
 from qsim.engine.backoff import Backoff
-from qsim.engine.connection import connect_async
+from qsim.engine.connection import connect_async, display_url
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
@@ -258,7 +258,7 @@ class Worker:
             await self.client.ping()
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             await self.client.aclose()
-            raise RedisUnavailable(f"cannot reach Redis at {self.url}: {e}") from e
+            raise RedisUnavailable(f"cannot reach Redis at {display_url(self.url)}: {e}") from e
         self._running = True
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)

@@ -42,5 +42,6 @@ def spawn(args: list[str], **kw: Any) -> subprocess.Popen[str]:
     """A Python subprocess in the repo root with qsim importable (text pipes)."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{HERE}")
     env.update(kw.pop("env", {}))
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, text=True, **kw)
