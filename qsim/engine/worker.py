@@ -378,7 +378,7 @@ class Worker:
             promote = slots > 0 and now >= self._next_promote
             fetch = slots > 0 and (self._maybe_ready or promote)
             if fetch and now < self._rate_until and len(self._rate_held) == len(self.all_keys):
-                fetch = promote  # every queue waits for its rate limit: only promotions may bring work
+                fetch = False  # every queue with work waits for its rate limit: block until it may start
             if self._inflight >= self.max_inflight or not (pending or fetch):
                 if slots > 0 and self._blpop is None and not self._inflight:
                     wait = min(self.block_timeout, self._next_due - now)

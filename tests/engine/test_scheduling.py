@@ -373,3 +373,32 @@ def test_grouped_queues_share_a_slot_and_one_worker_serves_them_on_cluster(clust
 
     assert QueueKeys("orders", group="shop").wait.startswith("qsim:{shop}:")
     asyncio.run(main())
+
+
+def test_a_dead_workers_slot_frees_when_its_lock_expires(redis_url: str, call: Any) -> None:
+    # Given a concurrency limit of 1 whose only slot is held by a worker that died
+    q = Queue("a", redis=redis_url)
+    q.set_concurrency_limit(1)
+    add(call, A, ("dead-worker-job", 0), ("next", 0))
+    assert fetch(call, [A], n=5, worker="ghost")[0] == ["a:dead-worker-job"]
+    assert fetch(call, [A], n=5)[0] == []  # the limit holds while its lock is valid
+
+    # When a live worker runs with a short stalled-check interval
+    async def main() -> None:
+        aq = AsyncQueue("a", redis=redis_url)
+        w = Worker("a", _noop, redis=redis_url, stalled_interval=0.2, lock_duration=1.0, handle_signals=False)
+
+        async def done() -> bool:
+            return (await aq.counts())["completed"] == 2
+
+        await run_worker_until(w, done, timeout=15)
+        await aq.close()
+
+    redis.Redis.from_url(redis_url).zadd(A.active, {"dead-worker-job": 0})  # its lock has expired
+    asyncio.run(main())
+    # Then the stalled check freed the slot: both jobs ran, never two at once
+    recs = q.job_records()
+    assert {r.id: r.state for r in recs} == {"dead-worker-job": "completed", "next": "completed"}
+    assert [a.outcome for a in q.get_job("dead-worker-job").attempts] == ["stalled", "completed"]
+    assert max_overlap(intervals(recs)) == 1
+    q.close()
