@@ -373,6 +373,8 @@ def test_grouped_queues_share_a_slot_and_one_worker_serves_them_on_cluster(clust
 
     assert QueueKeys("orders", group="shop").wait.startswith("qsim:{shop}:")
     asyncio.run(main())
+    with pytest.raises(ValueError, match="needs a shared group"):
+        Worker(["orders", "billing"], _noop, redis=cluster_url)
 
 
 def test_a_dead_workers_slot_frees_when_its_lock_expires(redis_url: str, call: Any) -> None:
