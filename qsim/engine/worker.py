@@ -40,7 +40,7 @@ import redis
 import redis.asyncio
 
 from qsim.engine.backoff import Backoff
-from qsim.engine.connection import connect_async, display_url
+from qsim.engine.connection import connect_async, is_cluster_url, display_url
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
@@ -208,6 +208,9 @@ class Worker:
         self.all_keys = [QueueKeys(q, prefix, group) for q in names]
         self.keys = self.all_keys[0]
         self._keys_of = dict(zip(names, self.all_keys))
+        if len(names) > 1 and group is None and isinstance(redis, str) and is_cluster_url(redis):
+            raise ValueError(f"serving several queues on Redis Cluster needs a shared group= (hash tag), got "
+                             f"queues {names!r} without one")
         self.handler = handler
         self.url = redis
         self.concurrency = concurrency
