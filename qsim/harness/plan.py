@@ -3,8 +3,10 @@
 The engine harness executes exactly what is drawn here: when each job is
 added, and for each attempt how long the synthetic handler works and whether
 it fails. Arrival times and first-attempt service times come from the model's
-own streams (:func:`qsim.model.arrivals.draw_jobs`), so with the same seed the
-engine runs the very jobs the model simulated.
+own streams (:func:`qsim.model.arrivals.draw_jobs`), and every attempt's
+service time and failure flag from :func:`qsim.model.draws.plan_attempts` —
+the very draws the model uses — so with the same seed the engine runs the
+very jobs, attempts and failures the model simulated.
 
 A job's payload is small JSON::
 
@@ -18,7 +20,8 @@ Children: a flow parent carries the jobs of its child types in
 :attr:`PlannedJob.children` (added with it, atomically); a fan-out parent's
 payload carries its children under ``"fan"``, and the synthetic handler adds
 them when the parent succeeds. Children draw from streams of their own (the
-type's name + ``"/child"``), so they never reuse an arriving job's samples.
+type's name + ``"/child"``, see :mod:`qsim.model.draws`), so they never reuse
+an arriving job's samples.
 One level of children is supported.
 """
 
@@ -31,7 +34,8 @@ import numpy as np
 
 from qsim.engine import Backoff
 from qsim.errors import NotSupportedError
-from qsim.model.arrivals import draw_jobs, stream
+from qsim.model.arrivals import draw_jobs
+from qsim.model.draws import Attempts, plan_attempts
 from qsim.scenario import JobType, Scenario
 
 __all__ = ["PlannedJob", "plan_jobs", "job_options", "engine_options"]
@@ -69,23 +73,10 @@ def engine_options(options: dict[str, Any], job_id: str) -> dict[str, Any]:
     return {**options, "backoff": backoff, "job_id": job_id}
 
 
-class _Attempts:
-    """Draws what each attempt of a type's jobs does: service times and failures."""
-
-    def __init__(self, seed: int, job: JobType, name: str) -> None:
-        self.job = job
-        self.service = stream(seed, name, "service")
-        self.retry = stream(seed, name, "retry_service")
-        self.failure = stream(seed, name, "failure")
-
-    def payloads(self, n: int, first: np.ndarray | None = None) -> list[dict[str, Any]]:
-        job, a = self.job, self.job.attempts
-        s0 = first if first is not None else job.service.sample(self.service, n)
-        poison = self.failure.random(n) < job.poison_prob
-        fails = self.failure.random((n, a)) < job.fail_prob
-        retry = job.service.sample(self.retry, n * (a - 1)).reshape(n, a - 1)
-        return [{"s": [round(float(s0[i]), 6), *(round(float(x), 6) for x in retry[i])],
-                 "x": [1] * a if poison[i] else [int(f) for f in fails[i]]} for i in range(n)]
+def _payload(att: Attempts, row: int) -> dict[str, Any]:
+    a = att.service.shape[1]
+    return {"s": [round(float(x), 6) for x in att.service[row]],
+            "x": [1] * a if att.poison[row] else [int(f) for f in att.fails[row]]}
 
 
 def _check_depth(scenario: Scenario) -> None:
@@ -104,20 +95,14 @@ def plan_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | No
     _check_depth(scenario)
     seed = scenario.seed if seed is None else seed
     draws = draw_jobs(scenario, seed=seed, max_jobs=max_jobs)
-    counts = np.bincount(draws.type, minlength=len(scenario.jobs))
-    own: dict[int, list[dict[str, Any]]] = {}
-    for k, job in enumerate(scenario.jobs):
-        if counts[k]:
-            own[k] = _Attempts(seed, job, job.name).payloads(int(counts[k]), draws.service[draws.type == k])
-    children = {j.name: _Attempts(seed, j, f"{j.name}/child") for j in scenario.jobs}
-    child_seq = dict.fromkeys(children, 0)
+    drawn = plan_attempts(scenario, draws, seed)
 
-    def child(type_: str, at: float, parent: str) -> PlannedJob:
-        spec = scenario.job(type_)
-        n = child_seq[type_]
-        child_seq[type_] += 1
-        return PlannedJob(job_id=f"{type_}-c{n}", at=at, type=type_, queue=spec.queue, priority=spec.priority,
-                          payload=children[type_].payloads(1)[0], parent=parent)
+    def child(c: int, row: int, at: float, parent: str) -> PlannedJob:
+        spec = scenario.jobs[c]
+        att = drawn.child[c]
+        assert att is not None
+        return PlannedJob(job_id=f"{spec.name}-c{row}", at=at, type=spec.name, queue=spec.queue,
+                          priority=spec.priority, payload=_payload(att, row), parent=parent)
 
     seen = np.zeros(len(scenario.jobs), dtype=np.int64)
     plan: list[PlannedJob] = []
@@ -125,13 +110,15 @@ def plan_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | No
         k = int(draws.type[i])
         job, at = scenario.jobs[k], float(draws.time[i])
         job_id = f"{job.name}-{int(seen[k])}"
-        payload = own[k][int(seen[k])]
+        own = drawn.own[k]
+        assert own is not None
+        payload = _payload(own, int(drawn.rank[i]))
         seen[k] += 1
         kids: tuple[PlannedJob, ...] = ()
         if job.flow:
-            kids = tuple(child(c, at, job_id) for c in job.flow.children)
+            kids = tuple(child(c, row, at, job_id) for c, row in drawn.kids.get(i, []))
         elif job.fan_out:
-            fan = [child(job.fan_out.job, at, job_id) for _ in range(job.fan_out.count)]
+            fan = [child(c, row, at, job_id) for c, row in drawn.kids.get(i, [])]
             spec = scenario.job(job.fan_out.job)
             payload = {**payload, "fan": {"queue": spec.queue, "type": spec.name, "options": job_options(spec),
                                           "jobs": [[c.job_id, c.payload] for c in fan]}}

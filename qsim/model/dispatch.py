@@ -20,6 +20,19 @@ and a startable job. When a pool has a free slot, its policy picks the queue:
 
 When several pools could take a job, the one whose head slot has been idle
 longest fills first.
+
+Priority aging (``queues[].aging = a`` seconds per level, the engine's rule
+in :mod:`qsim.engine.limiter`): a waiting job's effective priority is
+``priority - (now - ready) / a`` (``ready``: when it was enqueued first; a
+retried or put-back job keeps it). ``now`` is common to all jobs of a queue,
+so their order never changes while they wait: the model keys an aging
+queue's heap by ``priority + ready / a`` (then FIFO) and the head is always
+the job of lowest effective priority. The ``priority`` policy compares the
+heads of a pool's queues by effective priority at the pick (key ``- now /
+a``; a queue without aging: its priority). The engine compares only the
+oldest job of each of the 32 best levels; the model takes the best of all
+(the same job unless a retried job sits behind newer ones of its level, or
+more than 32 levels wait).
 """
 
 from __future__ import annotations
@@ -36,8 +49,12 @@ __all__ = ["Pool", "Dispatcher", "make_picker"]
 Picker = Callable[[], int]
 
 
-def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues) -> Picker:
-    """A function returning the queue a free slot of the pool takes from next, or -1 for none."""
+def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues,
+                now: Callable[[], float] | None = None) -> Picker:
+    """A function returning the queue a free slot of the pool takes from next, or -1 for none.
+
+    ``now`` (the clock) is needed when one of the queues ages (``q.aging``).
+    """
     heaps, open_ = q.heaps, q.open  # mutated in place, never rebound
     qs = tuple(queues)
     if len(qs) == 1:
@@ -46,6 +63,19 @@ def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q:
         def pick_only() -> int:
             return only if heap and open_[only] else -1
         return pick_only
+    if policy == "priority" and now is not None and any(q.aging[i] > 0 for i in qs):
+        inv = {i: (1.0 / q.aging[i] if q.aging[i] > 0 else 0.0) for i in qs}
+
+        def pick_aged() -> int:
+            best, head, t = -1, (0.0, 0), now()
+            for i in qs:
+                h = heaps[i]
+                if h and open_[i]:
+                    key = (h[0][0] - t * inv[i], h[0][1])
+                    if best < 0 or key < head:
+                        best, head = i, key
+            return best
+        return pick_aged
     if policy == "priority":
         def pick_priority() -> int:
             best, head = -1, None

@@ -1,6 +1,7 @@
 """Waiting lines: per queue, jobs by priority (lower first), FIFO within a level.
 
-Each queue is a binary heap of ``(priority, seq, job)``; ``seq`` counts every
+Each queue is a binary heap of ``(priority, seq, job)`` (a queue with priority
+aging: ``(priority + ready / aging, seq, job)``, see :mod:`qsim.model.dispatch`); ``seq`` counts every
 enqueue of the run, so equal priorities leave in enqueue order, also across
 the queues of a pool (the ``priority`` policy compares the heads).
 
@@ -20,8 +21,9 @@ __all__ = ["Queues"]
 class Queues:
     """The waiting jobs, active counts and gates of every queue of a run."""
 
-    def __init__(self, n_queues: int, gates: list[list[Gate]]) -> None:
-        self.heaps: list[list[tuple[int, int, int]]] = [[] for _ in range(n_queues)]
+    def __init__(self, n_queues: int, gates: list[list[Gate]], aging: list[float] | None = None) -> None:
+        self.heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(n_queues)]
+        self.aging = list(aging) if aging is not None else [0.0] * n_queues  # seconds per level, 0: off
         self.active = [0] * n_queues  # jobs of the queue running now
         self.open = [True] * n_queues
         self.gates = gates  # per queue; empty for a queue nothing limits

@@ -49,17 +49,22 @@ import simpy
 from simpy.events import Event, Timeout
 
 from qsim.model.arrivals import ArrivalFeed, JobDraws, draw_jobs
+from qsim.model.attempts import AttemptLog
 from qsim.model.dispatch import Dispatcher, Pool, make_picker
-from qsim.model.limits import ConcurrencyLimit, Gate
+from qsim.model.draws import Attempts, plan_attempts
+from qsim.model.events import PoolEvents
+from qsim.model.flows import Flows
+from qsim.model.limits import ConcurrencyLimit, Gate, RateLimit
 from qsim.model.queues import Queues
+from qsim.model.retries import Retries, backoff_delay
 from qsim.model.state import COMPLETED, JobTable
 from qsim.model.support import check_supported
 from qsim.model.timeseries import Changes, ChangeLog, timeseries_frame
-from qsim.records import Records
+from qsim.records import Records, attempts_frame
 from qsim.scenario import Scenario
 from qsim.summary import summarize
 
-__all__ = ["simulate", "ModelResult", "Model"]
+__all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
 Progress = Callable[[float], None]
 
@@ -142,6 +147,23 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
     return Model(scenario, draws, seed=seed).run(progress)
 
 
+def needs_full(scenario: Scenario) -> bool:
+    """Whether a scenario uses a mechanism beyond the core (then every attempt is logged)."""
+    return (any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 or j.fan_out is not None
+                or j.flow is not None for j in scenario.jobs)
+            or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
+            or bool(scenario.events) or scenario.engine.fetch_overhead > 0)
+
+
+def _core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running)."""
+    ran = jobs[jobs["started"].notna()]
+    return attempts_frame({
+        "job_id": ran["job_id"].to_numpy(), "attempt": np.ones(len(ran), dtype=np.int64),
+        "worker": ran["worker"].to_numpy(), "start": ran["started"].to_numpy(), "end": ran["finished"].to_numpy(),
+        "result": np.where(ran["finished"].notna().to_numpy(), "ok", "cutoff").astype(object)})
+
+
 class Model:
     """One run of a scenario over drawn jobs (see the module docstring).
 
@@ -173,41 +195,57 @@ class Model:
             service=draws.service,
         )
 
+        self.full = full = needs_full(scenario)
         gates: list[list[Gate]] = [[] for _ in scenario.queues]
         for i, qs in enumerate(scenario.queues):
             if qs.concurrency_limit is not None:
                 gates[i].append(ConcurrencyLimit(qs.concurrency_limit))
-        self.queues = Queues(len(scenario.queues), gates)
+            if qs.rate_limit is not None:
+                gates[i].append(RateLimit(qs.rate_limit.max, qs.rate_limit.per, env=env,
+                                          reopen=functools.partial(self._reopen, i)))
+        aging = [q.aging for q in scenario.queues]
+        self.queues = Queues(len(scenario.queues), gates, aging)
+        clock = (lambda: env.now) if any(a > 0 for a in aging) else None
 
         pools: list[Pool] = []
         self.worker_names: list[str] = []
         slot = 0
         for i, spec in enumerate(scenario.pools):
             served = [qindex[name] for name in spec.queues]
-            picker = make_picker(spec.policy, served, [spec.weight(name) for name in spec.queues], self.queues)
+            picker = make_picker(spec.policy, served, [spec.weight(name) for name in spec.queues], self.queues,
+                                 clock)
             pools.append(Pool(i, spec, served, slot, len(self.worker_names), picker))
             self.worker_names += [f"{spec.name}-{w}" for w in range(spec.workers)]
             slot += spec.slots
         self.n_slots = slot
         self.slot_worker = [p.slot_worker(s) for p in pools for s in p.slots]
         self.running = [-1] * slot  # job on each slot, -1 when free
-        self.dispatcher = Dispatcher(pools, self.queues, slot, self.start_attempt)
+        self.dispatcher = Dispatcher(pools, self.queues, slot, self._start_full if full else self.start_attempt)
 
-        self.changes = ChangeLog()  # queue changes the job table cannot describe (none in the core)
-        self.feed = ArrivalFeed(env, draws.time, on_arrival=self.enqueue, on_batch=self.enqueue_batch,
-                                arrived=self.jobs.enqueued)
+        self.changes = ChangeLog()  # queue changes the job table cannot describe (full runs: every enqueue)
         self.settled = 0
         self.done = Event(env)
         last = float(draws.time[-1]) if len(draws) else 0.0
         self.horizon = max(scenario.duration, last) + float(draws.service.sum()) + 1.0
-        self._progress: Progress | None = None
-        self._next_tick = math.inf
-        self._tick = 1
-        self._ran = False
         # Hook for the mechanisms that decide how an attempt ended (retries, timeouts):
         # ``attempt_result(job, slot, now)`` settles the job or sends it back. None: every
         # attempt succeeds, and attempt_ended settles the job as completed itself.
         self.attempt_result: Callable[[int, int, float], None] | None = None
+        self.on_settle: Callable[[int, int, float], None] | None = None  # flows: called as a job settles
+        self.flows: Flows | None = None
+        self.events: PoolEvents | None = None
+        on_arrival, on_batch = self.enqueue, self.enqueue_batch
+        if full:
+            self._init_full(draws, type_queue, type_priority)
+            on_arrival, on_batch = self.enqueue, self.enqueue_batch
+            if self.flows is not None:
+                on_arrival, on_batch = self.flows.arrive, self.flows.arrive_batch
+        self.feed = ArrivalFeed(env, draws.time, on_arrival=on_arrival, on_batch=on_batch,
+                                arrived=self.jobs.enqueued)
+        self._progress: Progress | None = None
+        self._next_tick = math.inf
+        self._tick = 1
+        self._ran = False
         self._bind()
 
     # ------------------------------------------------------------------ hooks
@@ -225,6 +263,9 @@ class Model:
         # the one pool serving each queue (None when several do: Dispatcher.offer chooses)
         self._solo = [pools[0] if len(pools) == 1 else None for pools in d.pools_of]
         self._on_end, self._slot_worker, self._running = self.attempt_ended, self.slot_worker, self.running
+        if self.full:
+            self._on_end = self._ended_full
+            self._type, self._enqueued_at, self._aging = self.jobs.type, self.jobs.enqueued, self.queues.aging
 
     def enqueue(self, job: int) -> None:
         """Job ``job`` becomes waiting now; offer its queue to the pools."""
@@ -309,16 +350,181 @@ class Model:
         """The job is done for good (completed or dead)."""
         self._finished[job] = now
         self._outcome[job] = outcome
+        if self.on_settle is not None:  # flows: release or fail a parent, fan out (adds jobs first)
+            self.on_settle(job, outcome, now)
         self.settled += 1
         if self.settled >= self._next_tick:
             self._report()
-        if self.settled == self.jobs.n:
+        if self.settled == self.jobs.n and not self.done.triggered:
             self.done.succeed()
 
     def _report(self) -> None:
         if self._progress is not None:
             self._progress(min(self.settled / max(self.jobs.n, 1), 1.0))
         self._next_tick += self._tick
+
+
+    # ------------------------------------------------------------------ full runs
+    # A scenario with any mechanism beyond the core (needs_full) runs through the
+    # methods below: every enqueue and attempt is logged, attempts may fail, time
+    # out, stall or be cut off, slots may retire or be added, and jobs may have
+    # children. The core path above stays as lean as it was.
+
+    def _init_full(self, draws: JobDraws, type_queue: list[int], type_priority: list[int]) -> None:
+        s = self.scenario
+        n_slots = self.n_slots
+        self.retired = [False] * n_slots  # slots of a signalled process: never handed out again
+        self.slot_attempt = [-1] * n_slots  # attempt-log row of each slot's running attempt
+        self.log = AttemptLog()
+        self.plan = plan_attempts(s, draws, self.seed)
+        self.tables: list[Attempts | None] = [*self.plan.own, *self.plan.child]
+        self.src: list[int] = np.asarray(draws.type, dtype=np.int64).tolist()  # job -> index into tables
+        self.row: list[int] = self.plan.rank.tolist()  # job -> row of its table
+        self._type_queue, self._type_priority = type_queue, type_priority
+        self.overhead = s.engine.fetch_overhead
+        self.timeouts = [j.timeout for j in s.jobs]
+        self.attempt_result = Retries(self)
+        if any(j.flow is not None or j.fan_out is not None for j in s.jobs):
+            self.flows = Flows(self)
+            self.on_settle = self.flows.settled
+        if s.events:
+            self.events = PoolEvents(self)
+        self.enqueue = self._enqueue_full  # type: ignore[method-assign]
+        self.enqueue_batch = self._enqueue_batch_full  # type: ignore[method-assign]
+        self.horizon = self._full_horizon(draws)
+
+    def _full_horizon(self, draws: JobDraws) -> float:
+        """A time by which every job could have settled even on one slot (see the module docstring)."""
+        s = self.scenario
+        work = backoff = rated = 0.0
+        for k, table in enumerate(self.tables):
+            if table is None or not len(table):
+                continue
+            job = s.jobs[k % len(s.jobs)]
+            svc = table.service if job.timeout <= 0 else np.minimum(table.service, job.timeout)
+            n, a = table.service.shape
+            work += float(svc.sum()) + n * a * self.overhead
+            backoff += n * sum(backoff_delay(job.backoff, i, 0.0) for i in range(1, a))
+            rl = s.queue(job.queue).rate_limit
+            if rl is not None:
+                rated += n * a * rl.per / rl.max
+        eng = s.engine
+        events = sum(e.grace if e.kind == "sigterm" else eng.lock_duration + eng.stalled_interval for e in s.events)
+        last = max([s.duration, float(draws.time[-1]) if len(draws) else 0.0, *(e.at for e in s.events)])
+        return last + work + backoff + rated + events + 1.0
+
+    def _reopen(self, q: int) -> None:
+        """A gate of ``q`` reopened on its own (a rate-limit window rolled)."""
+        if self.queues.refresh(q):
+            self.dispatcher.offer(q)
+
+    def add_child(self, type_: int, row: int, parent: int) -> int:
+        """Add a child job of type ``type_`` (row ``row`` of its child draws) now; returns its number."""
+        table = self.tables[len(self.scenario.jobs) + type_]
+        assert table is not None
+        job = self.jobs.add(type_=type_, queue=self._type_queue[type_], priority=self._type_priority[type_],
+                            enqueued=self.env.now, service=float(table.service[row, 0]), parent=parent)
+        self.src.append(len(self.scenario.jobs) + type_)
+        self.row.append(row)
+        return job
+
+    def add_slot(self, pool: Pool, worker: int) -> int:
+        """A new slot of process ``worker`` in ``pool`` (not yet free); returns its id."""
+        slot = self.n_slots
+        self.n_slots += 1
+        self.running.append(-1)
+        self.slot_worker.append(worker)
+        self.retired.append(False)
+        self.slot_attempt.append(-1)
+        self.dispatcher.pool_of_slot.append(pool)
+        self.dispatcher.idle_since.append(self.env.now)
+        pool.slots.append(slot)
+        return slot
+
+    def _heap_key(self, job: int, q: int) -> float:
+        a = self._aging[q]
+        return self._job_priority[job] + self._enqueued_at[job] / a if a > 0 else self._job_priority[job]
+
+    def _enqueue_full(self, job: int) -> None:
+        q = self._job_queue[job]
+        self.changes.add(self.env.now, q, 1, 0)
+        heap = self._heaps[q]
+        pool = self._solo[q]
+        if pool is not None and pool.free and not heap and self._open[q]:
+            self._start_full(job, q, pool.free.popleft())
+            return
+        queues = self.queues
+        queues.seq += 1
+        heappush(heap, (self._heap_key(job, q), queues.seq, job))
+        if pool is None:
+            self._offer(q)
+        elif pool.free:
+            self._fill(pool)
+
+    def _enqueue_batch_full(self, jobs: list[int]) -> None:
+        queues, heaps, queue_of, now = self.queues, self._heaps, self._job_queue, self.env.now
+        touched: list[int] = []
+        for job in jobs:
+            q = queue_of[job]
+            self.changes.add(now, q, 1, 0)
+            queues.seq += 1
+            heappush(heaps[q], (self._heap_key(job, q), queues.seq, job))
+            if q not in touched:
+                touched.append(q)
+        for q in touched:
+            self._offer(q)
+
+    def _start_full(self, job: int, q: int, slot: int) -> None:
+        env = self.env
+        now = env.now
+        overhead = self.overhead
+        start = now + overhead if overhead else now
+        if self._attempts[job] == 0:
+            self._started[job] = start
+        self._attempts[job] += 1
+        w = self._slot_worker[slot]
+        self._worker[job] = w
+        self._active[q] += 1
+        if self._gates[q]:
+            self.queues.gates_started(q, now)
+        self._running[slot] = job
+        svc = self._service[job]
+        t = self.timeouts[self._type[job]]
+        run = t if 0 < t < svc else svc
+        self.slot_attempt[slot] = self.log.begin(job, self._attempts[job], w, start)
+        Timeout(env, overhead + run if overhead else run, slot).callbacks.append(self._on_end)
+
+    def _ended_full(self, event: Event) -> None:
+        slot = event._value
+        job = self._running[slot]
+        if job < 0:  # the attempt was cancelled (crash, shutdown)
+            return
+        self._running[slot] = -1
+        now = self.env.now
+        q = self._job_queue[job]
+        self._active[q] -= 1
+        reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
+        self.attempt_result(job, slot, now)  # type: ignore[misc]
+        if self.retired[slot]:  # its process is draining: the slot takes nothing more
+            if self.events is not None:
+                self.events.slot_done(slot, now)
+            if reopened:
+                self._offer(q)
+            return
+        pool = self._pool_of_slot[slot]
+        if pool.only >= 0 and not reopened:
+            heap = self._heaps[q]
+            if heap and self._open[q]:
+                self._start_full(heappop(heap)[2], q, slot)
+            else:
+                pool.free.append(slot)
+                self._idle_since[slot] = now
+            return
+        pool.free.append(slot)
+        self._idle_since[slot] = now
+        self._fill(pool)
+        if reopened:
+            self._offer(q)
 
     # ------------------------------------------------------------------ run
 
@@ -335,6 +541,8 @@ class Model:
         if self.jobs.n == 0:
             self.done.succeed()
         Timeout(env, self.horizon).callbacks.append(self._at_horizon)
+        if self.events is not None:
+            self.events.start()
         self.feed.start()
         env.run(until=self.done)
         if progress is not None:
@@ -356,6 +564,12 @@ class Model:
         """
         j = self.jobs
         q = np.asarray(j.queue, dtype=np.int64)
+        if self.full:  # every enqueue is in self.changes; starts and ends come from the attempt log
+            job, _, _, start, end, _ = self.log.arrays()
+            aq = q[job]
+            ended = ~np.isnan(end)
+            one = np.ones(job.size, dtype=np.int64)
+            return [self.changes.changes(), (start, aq, -one, one), (end[ended], aq[ended], 0 * one[ended], -one[ended])]
         enqueued = np.frombuffer(j.enqueued, dtype=np.float64)
         started = np.frombuffer(j.started, dtype=np.float64)
         finished = np.frombuffer(j.finished, dtype=np.float64)
@@ -375,7 +589,16 @@ class Model:
         s = self.scenario
         jobs = self.jobs.frame(type_names=self.type_names, queue_names=self.queue_names,
                                worker_names=self.worker_names)
-        records = Records(jobs=jobs, slots=((0.0, self.n_slots),), extra=LazyFrames(
-            {"timeseries": lambda: timeseries_frame(self.queue_names, self.timeseries_changes())}))
+        extra: dict[str, Callable[[], pd.DataFrame]] = {
+            "timeseries": lambda: timeseries_frame(self.queue_names, self.timeseries_changes())}
+        slots: tuple[tuple[float, int], ...] = ((0.0, self.n_slots),)
+        if self.full:
+            attempts = self.log.frame(self.worker_names)
+            if self.events is not None:
+                slots = tuple(self.events.slot_steps)
+                extra["drains"] = self.events.frame
+        else:  # one attempt per job: the job table says it all
+            attempts = _core_attempts(jobs)
+        records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
         return ModelResult(scenario=s, seed=self.seed, records=records, summary=summary)

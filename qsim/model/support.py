@@ -1,8 +1,8 @@
-"""What the model can simulate today: one function refuses the rest.
+"""What the model cannot simulate: one function refuses it, naming the key.
 
-Each later mechanism (retries and the DLQ, timeouts, rate limits, aging,
-pool events, fan-out and flows, engine overhead) deletes its lines here when
-its module lands, so this file is the model's to-do list.
+Every mechanism of the engine's semantics is modelled (retries and the DLQ,
+timeouts, rate limits, aging, pool events, fan-out and flows, engine
+overhead); only nested children are refused.
 """
 
 from __future__ import annotations
@@ -19,31 +19,19 @@ def scenario_label(scenario: Scenario) -> str:
 
 
 def check_supported(scenario: Scenario) -> None:
-    """Raise :class:`~qsim.errors.NotSupportedError` naming the first key the model cannot run yet.
+    """Raise :class:`~qsim.errors.NotSupportedError` naming the first key the model cannot run.
 
-    ``attempts > 1`` is accepted: without failures every job succeeds on its
-    first attempt, so extra attempts change nothing.
+    Every mechanism of the engine's semantics runs. What is refused: children
+    with children of their own (a fan-out or flow child type that itself fans
+    out or has a flow), one level only, as in the engine harness.
     """
     unsupported: list[str] = []
     for i, j in enumerate(scenario.jobs):
-        if j.fail_prob > 0:
-            unsupported.append(f"jobs[{i}].fail_prob")
-        if j.poison_prob > 0:
-            unsupported.append(f"jobs[{i}].poison_prob")
-        if j.timeout > 0:
-            unsupported.append(f"jobs[{i}].timeout")
-        if j.fan_out is not None:
-            unsupported.append(f"jobs[{i}].fan_out")
-        if j.flow is not None:
-            unsupported.append(f"jobs[{i}].flow")
-    for i, q in enumerate(scenario.queues):
-        if q.rate_limit is not None:
-            unsupported.append(f"queues[{i}].rate_limit")
-        if q.aging > 0:
-            unsupported.append(f"queues[{i}].aging")
-    for i, _ in enumerate(scenario.events):
-        unsupported.append(f"events[{i}]")
-    if scenario.engine.fetch_overhead > 0:
-        unsupported.append("engine.fetch_overhead")
+        kids = [j.fan_out.job] if j.fan_out is not None else []
+        kids += list(j.flow.children) if j.flow is not None else []
+        for kid in kids:
+            child = scenario.job(kid)
+            if child.fan_out is not None or child.flow is not None:
+                unsupported.append(f"jobs[{i}] (child type {kid!r} has children of its own: one level only)")
     if unsupported:
         raise NotSupportedError(f"{scenario_label(scenario)}: not supported yet: {unsupported[0]}")

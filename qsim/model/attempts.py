@@ -1,0 +1,85 @@
+"""The attempt log: one row per attempt, kept in columns while the model runs.
+
+Written only when a scenario uses a mechanism that can make a job run more
+than once or not at its slot's pace (retries, timeouts, crashes, shutdown,
+flows, limits, overhead: see :func:`qsim.model.run.needs_full`); a core run
+derives its one attempt per job from the job table.
+
+An attempt's ``start`` is when its handler starts (after ``fetch_overhead``),
+its ``end`` when it stopped: it finished (``ok``), failed (``failed``), hit its
+timeout (``timeout``, at exactly start + timeout), its process was killed
+(``stalled``: ended at the kill — the slot stopped working then, although the
+engine logs the stall when the stalled check finds it), or it was cut off at
+a shutdown's grace deadline (``cutoff``). An attempt still running when the
+run stopped has ``end`` NaN and result ``cutoff``.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from qsim.records import attempts_frame
+
+__all__ = ["AttemptLog", "OK", "FAILED", "TIMEOUT", "STALLED", "CUTOFF", "RESULT_NAMES"]
+
+OK, FAILED, TIMEOUT, STALLED, CUTOFF = 0, 1, 2, 3, 4
+RESULT_NAMES = ("ok", "failed", "timeout", "stalled", "cutoff")
+
+
+class AttemptLog:
+    """Columns of every attempt of a run."""
+
+    def __init__(self) -> None:
+        self.job = array("q")
+        self.number = array("q")  # 1-based, every attempt the job started (stalls and cut-offs too)
+        self.worker = array("q")
+        self.start = array("d")
+        self.end = array("d")
+        self.result = array("b")
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+    def begin(self, job: int, number: int, worker: int, start: float) -> int:
+        """Log an attempt's start; returns its row."""
+        self.job.append(job)
+        self.number.append(number)
+        self.worker.append(worker)
+        self.start.append(start)
+        self.end.append(math.nan)
+        self.result.append(CUTOFF)
+        return len(self.job) - 1
+
+    def finish(self, row: int, end: float, result: int) -> None:
+        """Log how attempt ``row`` ended (a cancel before its handler started moves its start back)."""
+        if end < self.start[row]:
+            self.start[row] = end
+        self.end[row] = end
+        self.result[row] = result
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(job, number, worker, start, end, result) as numpy arrays."""
+        if not len(self.job):
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z, np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int8)
+        return (np.frombuffer(self.job, dtype=np.int64), np.frombuffer(self.number, dtype=np.int64),
+                np.frombuffer(self.worker, dtype=np.int64), np.frombuffer(self.start, dtype=np.float64).copy(),
+                np.frombuffer(self.end, dtype=np.float64).copy(), np.frombuffer(self.result, dtype=np.int8))
+
+    def frame(self, worker_names: Sequence[str]) -> pd.DataFrame:
+        """The ``attempts`` table of :mod:`qsim.records`."""
+        job, number, worker, start, end, result = self.arrays()
+        names = np.asarray(list(worker_names) + [""], dtype=object)
+        return attempts_frame({
+            "job_id": np.array([f"j{i}" for i in job.tolist()], dtype=object),
+            "attempt": number,
+            "worker": names[worker],
+            "start": start,
+            "end": end,
+            "result": np.asarray(RESULT_NAMES, dtype=object)[result.astype(np.int64)],
+        })

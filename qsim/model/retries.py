@@ -1,0 +1,101 @@
+"""Retries, backoff, timeouts and the dead-letter queue: how an attempt ended.
+
+:class:`Retries` is the model's ``attempt_result`` hook (see
+:mod:`qsim.model.run`). When an attempt ends it decides, from the job's draws
+(:mod:`qsim.model.draws`), what happened:
+
+- it ran longer than its type's ``timeout`` (> 0): the attempt was stopped
+  at exactly ``start + timeout`` (the model scheduled its end there) and
+  failed as a ``timeout``;
+- its job is poison, or this attempt's failure flag is set: it failed;
+- else it succeeded and the job is completed.
+
+A failed attempt uses up one of the type's ``attempts`` (as in the engine's
+``fail.lua``: retried while attempts made < attempts); when they are spent
+the job goes to the dead-letter queue (outcome ``dead``). Otherwise it waits
+:func:`backoff_delay` and is enqueued again (with a new FIFO sequence, like
+the engine), its next attempt running the next drawn service time. Stalls and
+shutdown cut-offs do not use up an attempt (they are not decided here).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from simpy.events import Event, Timeout
+
+from qsim.model.arrivals import stream
+from qsim.model.attempts import FAILED, OK, TIMEOUT
+from qsim.model.state import COMPLETED, DEAD
+from qsim.scenario import BackoffSpec
+
+if TYPE_CHECKING:
+    from qsim.model.run import Model
+
+__all__ = ["backoff_delay", "Retries"]
+
+
+def backoff_delay(spec: BackoffSpec, failed: int, u: float) -> float:
+    """Seconds before the retry after the ``failed``-th failed attempt (1-based).
+
+    The engine's rule (:meth:`qsim.engine.Backoff.delay_for`, with the options
+    the harness gives it): ``fixed``: ``delay`` (no cap); ``exponential``:
+    ``delay * 2**(failed - 1)`` capped at ``max``; with ``jitter`` the delay is
+    multiplied by ``1 - jitter * u`` (uniform in ``[d (1 - jitter), d]``), ``u``
+    uniform in [0, 1). Whole milliseconds, rounded down, as the engine stores it.
+    """
+    n = max(1, int(failed))
+    if spec.kind == "fixed":
+        d = spec.delay
+    else:
+        d = min(spec.delay * 2.0 ** min(n - 1, 60), spec.max)
+    if spec.jitter:
+        d *= 1.0 - spec.jitter * u
+    return int(d * 1000) / 1000
+
+
+class Retries:
+    """The ``attempt_result`` hook: decide an attempt's result, settle or retry the job."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        s = model.scenario
+        self.timeout = [j.timeout for j in s.jobs]
+        self.max_attempts = [j.attempts for j in s.jobs]
+        self.backoff = [j.backoff for j in s.jobs]
+        self.rng = [stream(model.seed, j.name, "backoff") for j in s.jobs]
+        jobs = model.jobs
+        self._type, self._service, self._failed = jobs.type, jobs.service, jobs.failed_attempts
+
+    def __call__(self, job: int, slot: int, now: float) -> None:
+        m = self.model
+        k = self._type[job]
+        made = self._failed[job]  # attempts used up before this one
+        t = self.timeout[k]
+        table, row = m.tables[m.src[job]], m.row[job]
+        if t > 0 and self._service[job] > t:
+            result = TIMEOUT
+        elif table is not None and (table.poison[row] or table.fails[row, made]):
+            result = FAILED
+        else:
+            result = OK
+        m.log.finish(m.slot_attempt[slot], now, result)
+        if result == OK:
+            m.settle(job, COMPLETED, now)
+            return
+        made += 1
+        self._failed[job] = made
+        if made >= self.max_attempts[k] or table is None:
+            m.settle(job, DEAD, now)
+            return
+        self._service[job] = float(table.service[row, made])
+        spec = self.backoff[k]
+        u = self.rng[k].random() if spec.jitter else 0.0
+        delay = backoff_delay(spec, made, u)
+        if delay > 0:
+            Timeout(m.env, delay, job).callbacks.append(self._due)
+        else:
+            m.enqueue(job)
+
+    def _due(self, event: Event) -> None:
+        self.model.enqueue(event._value)
