@@ -1,14 +1,39 @@
-"""Plots shared by the CLI and the notebooks (matplotlib, no global state)."""
+"""Plots shared by the CLI and the notebooks (matplotlib, no global state).
+
+Every function returns a :class:`matplotlib.figure.Figure` built without
+pyplot (nothing global, safe in a process pool or a CLI); a notebook shows it
+as the last expression of a cell, the CLI saves it with ``fig.savefig``.
+
+- :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time` and
+  :func:`service_time_tail` read one run's records;
+- :func:`sweep_metric` and :func:`model_vs_theory` read the points of
+  :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
+  (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
+  the table behind :func:`model_vs_theory`.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-__all__ = ["queue_depth", "wait_distribution"]
+from qsim.analysis.plan import SLO, parse_slo
+from qsim.analysis.sweep import with_params
+from qsim.analysis.theory import predict
+from qsim.errors import TheoryNotApplicable
+from qsim.scenario import Scenario
+
+__all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "sweep_metric",
+           "model_theory_table", "model_vs_theory"]
+
+Point = Mapping[str, Any]
+_METRIC = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*$")
 
 
 def queue_depth(timeseries: pd.DataFrame, *, title: str = "Queue depth") -> Figure:
@@ -43,5 +68,226 @@ def wait_distribution(jobs: pd.DataFrame, *, warmup: float = 0.0, title: str = "
     ax.set_ylim(0, 1.01)
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def wait_over_time(jobs: pd.DataFrame, *, bins: int = 30, quantile: float = 0.95,
+                   title: str = "Wait by enqueue time") -> Figure:
+    """Mean and ``quantile`` of the wait per job type, in ``bins`` windows of enqueue time.
+
+    A wait that climbs from window to window is a backlog that grows for as
+    long as the load lasts (starvation); a flat one is bounded. Jobs that never
+    started are left out.
+    """
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    started = jobs[jobs["started"].notna()]
+    if len(started):
+        edges = np.linspace(float(started["enqueued"].min()), float(started["enqueued"].max()), bins + 1)
+        mids = (edges[:-1] + edges[1:]) / 2
+        for name, group in started.groupby("type", sort=True):
+            wait = (group["started"] - group["enqueued"]).to_numpy(float)
+            which = np.clip(np.searchsorted(edges, group["enqueued"].to_numpy(float), side="right") - 1, 0, bins - 1)
+            mean = np.full(bins, np.nan)
+            tail = np.full(bins, np.nan)
+            for b in np.unique(which):
+                mean[b] = wait[which == b].mean()
+                tail[b] = np.quantile(wait[which == b], quantile)
+            line: Any = ax.plot(mids, mean, marker=".", label=f"{name} mean")[0]
+            ax.plot(mids, tail, linestyle="--", color=line.get_color(), label=f"{name} p{quantile * 100:g}")
+    ax.set_xlabel("enqueued at (s)")
+    ax.set_ylabel("wait (s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def service_time_tail(jobs: pd.DataFrame, *, quantile: float = 0.999, grace: float | None = None,
+                      title: str = "Service time tail by job type") -> Figure:
+    """Survival function ``P(T > t)`` of each type's run time (start -> finish), log scale.
+
+    Marks each type's ``quantile`` and, when given, the ``grace`` period: a
+    job running when SIGTERM arrives is cut off if it needs longer than that.
+    Only jobs that finished are counted.
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    done = jobs[jobs["started"].notna() & jobs["finished"].notna()]
+    for name, group in done.groupby("type", sort=True):
+        t = np.sort((group["finished"] - group["started"]).to_numpy(float))
+        if t.size == 0:
+            continue
+        sf = 1.0 - np.arange(1, t.size + 1) / t.size
+        keep = sf > 0  # the last point (P = 0) has no place on a log axis
+        q = float(np.quantile(t, quantile))
+        line: Any = ax.step(t[keep], sf[keep], where="post",
+                            label=f"{name} (p{quantile * 100:g} {q:.3g} s, n={t.size})")[0]
+        ax.axvline(q, color=line.get_color(), linestyle=":", linewidth=0.8)
+    if grace is not None:
+        ax.axvline(grace, color="black", linewidth=1.2, label=f"grace {grace:g} s")
+    ax.set_yscale("log")
+    ax.set_xlabel("run time (s)")
+    ax.set_ylabel("P(run time > t)")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _metric(metric: str) -> SLO:
+    m = _METRIC.match(metric)
+    if not m:
+        raise ValueError(f"metric must look like p95_wait or p95_wait[type], got {metric!r}")
+    slo = parse_slo(f"{metric}<=0")  # validates the metric's name
+    return SLO(metric=slo.metric, op="<=", value=0.0, job_type=slo.job_type)
+
+
+def _x_of(x: str | Callable[[Mapping[str, Any]], float]) -> Callable[[Mapping[str, Any]], Any]:
+    if callable(x):
+        return x
+    return lambda params: params[x]
+
+
+def _order(value: Any) -> tuple[int, float, str]:
+    """Numbers in numeric order, then anything else by its text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def sweep_metric(points: Sequence[Point], x: str | Callable[[Mapping[str, Any]], float], *,
+                 metric: str = "p95_wait", by: str | None = None, slo: SLO | str | None = None,
+                 recommended: Mapping[str, Any] | None = None, xlabel: str | None = None,
+                 yscale: str = "linear", title: str | None = None) -> Figure:
+    """One Summary metric over a sweep: one line per value of the ``by`` parameter.
+
+    Args:
+        points: sweep or plan points (``{"params", "summary"}``).
+        x: the parameter path on the x axis, or a function of a point's params
+            (e.g. ``lambda p: p["pools.p.workers"] * p["pools.p.concurrency"]`` for slots).
+        metric: a metric as in an SLO: ``p95_wait``, ``mean_latency``,
+            ``utilization``, ``p95_wait[bulk]`` ...
+        by: a parameter path; one line per value (None: one line).
+        slo: draws the objective as a horizontal line (when it is about
+            ``metric``); points that meet it are filled, the others hollow.
+        recommended: the params of the recommended point (``plan(...)["recommended"]``), starred.
+        yscale: ``linear``, ``log`` or ``symlog`` (linear below 0.1, for waits of unstable points
+            that dwarf the rest while zero waits still show).
+
+    Points whose metric is undefined (nothing completed) are left out.
+    """
+    m = _metric(metric)
+    goal = parse_slo(slo) if isinstance(slo, str) else slo
+    xof = _x_of(x)
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    groups: dict[Any, list[tuple[Any, float, bool, Point]]] = {}
+    for p in points:
+        value = m.measure(p["summary"])
+        if value is None or not math.isfinite(value):
+            continue
+        met = goal.met(p["summary"]) if goal is not None else True
+        groups.setdefault(p["params"][by] if by else None, []).append((xof(p["params"]), value, met, p))
+    for key in sorted(groups, key=_order) if by else groups:
+        rows = sorted(groups[key], key=lambda r: r[0])
+        xs = [r[0] for r in rows]
+        ys = [r[1] for r in rows]
+        label = f"{by.rsplit('.', 1)[-1]} = {key}" if by else metric
+        line: Any = ax.plot(xs, ys, label=label)[0]
+        color = line.get_color()
+        met_rows = [r for r in rows if r[2]]
+        missed = [r for r in rows if not r[2]]
+        if met_rows:
+            ax.plot([r[0] for r in met_rows], [r[1] for r in met_rows], "o", color=color)
+        if missed:
+            ax.plot([r[0] for r in missed], [r[1] for r in missed], "o", color=color, markerfacecolor="none")
+        if recommended is not None:
+            for r in rows:
+                if all(r[3]["params"].get(k) == v for k, v in recommended.items()):
+                    ax.plot([r[0]], [r[1]], "*", color="black", markersize=14, label="recommended", zorder=5)
+    if goal is not None and goal.metric == m.metric and goal.job_type == m.job_type:
+        ax.axhline(goal.value, color="red", linestyle="--", linewidth=1, label=f"SLO {goal}")
+    if yscale == "symlog":
+        ax.set_yscale("symlog", linthresh=0.1)  # linear below 0.1 s, so zero waits still show
+    else:
+        ax.set_yscale(yscale)
+    if yscale != "log":
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel(xlabel or (x if isinstance(x, str) else "x"))
+    ax.set_ylabel(metric + (" (s)" if m.metric.endswith(("_wait", "_latency")) else ""))
+    ax.set_title(title or f"{metric} over the sweep")
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def model_theory_table(scenario: Scenario, points: Sequence[Point], *, what: str = "wait",
+                       stats: Sequence[str] = ("mean", "p95", "p99"), job_type: str | None = None) -> pd.DataFrame:
+    """Model against closed form (:func:`~qsim.analysis.theory.predict`) at every sweep point.
+
+    One row per point: the varied params, ``rho``, the closed form's name
+    (``theory``), then ``model_<stat>``, ``theory_<stat>`` for each stat of
+    ``what`` (``wait`` or ``latency``), of all jobs or of one ``job_type``.
+    Theory is NaN where no closed form applies (unstable, or a quantile the
+    closed form does not give); ``note`` says why.
+    """
+    if what not in ("wait", "latency"):
+        raise ValueError(f"what must be wait or latency, got {what!r}")
+    if job_type is not None and job_type not in {j.name for j in scenario.jobs}:
+        raise ValueError(f"job_type must name a job type of the scenario, got {job_type!r}")
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        row: dict[str, Any] = dict(p["params"])
+        try:
+            th = predict(with_params(scenario, p["params"]))
+            row.update(rho=th.rho, theory=th.model, note="")
+            predicted: Mapping[str, float | None] = (
+                th.by_type.get(job_type, {}).get(what, {}) if job_type is not None else getattr(th, what))
+        except TheoryNotApplicable as e:
+            row.update(rho=math.nan, theory="", note=str(e))
+            predicted = {}
+        scope = p["summary"]["by_type"].get(job_type, {}) if job_type is not None else p["summary"]
+        measured = scope.get(what, {})
+        for stat in stats:
+            mv, tv = measured.get(stat), predicted.get(stat)
+            row[f"model_{stat}"] = math.nan if mv is None else float(mv)
+            row[f"theory_{stat}"] = math.nan if tv is None else float(tv)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def model_vs_theory(table: pd.DataFrame, x: str, *, stats: Sequence[str] = ("mean", "p95", "p99"),
+                    what: str = "wait", xlabel: str | None = None, yscale: str = "linear",
+                    title: str | None = None) -> Figure:
+    """The model's measurement (dots) and the closed form (line) of each stat, over ``x``.
+
+    ``table`` is :func:`model_theory_table`'s output; ``x`` one of its columns
+    (a varied parameter). Points without a closed form show the model only.
+    """
+    for col in [x] + [f"{side}_{s}" for s in stats for side in ("model", "theory")]:
+        if col not in table.columns:
+            raise ValueError(f"table has no column {col!r} (columns: {', '.join(map(str, table.columns))})")
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    rows = table.sort_values(x)
+    for stat in stats:
+        line: Any = ax.plot(rows[x], rows[f"theory_{stat}"], label=f"theory {stat}")[0]
+        ax.plot(rows[x], rows[f"model_{stat}"], "o", color=line.get_color(), label=f"model {stat}")
+    ax.set_yscale(yscale)
+    if yscale != "log":
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(f"{what} (s)")
+    ax.set_title(title or f"{what}: model vs closed form")
+    ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     return fig

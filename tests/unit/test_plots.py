@@ -1,0 +1,159 @@
+"""Plots: each returns a Figure with the lines and labels the notebooks rely on."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from qsim.analysis import plots
+from qsim.analysis.plan import parse_slo
+from qsim.analysis.sweep import sweep
+from qsim.model import simulate
+from qsim.scenario import Scenario
+
+
+def mmc(concurrency: int = 2) -> Scenario:
+    return Scenario.from_dict({
+        "name": "mmc", "seed": 3, "duration": 200.0, "warmup": 20.0,
+        "queues": [{"name": "q"}],
+        "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 1.5},
+                  "service": {"kind": "exponential", "mean": 1.0}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 1, "concurrency": concurrency}],
+    })
+
+
+def two_types() -> Scenario:
+    return Scenario.from_dict({
+        "name": "two", "seed": 2, "duration": 100.0,
+        "queues": [{"name": "hi"}, {"name": "lo"}],
+        "jobs": [{"name": "alert", "queue": "hi", "priority": 1, "arrival": {"kind": "poisson", "rate": 1.0},
+                  "service": {"kind": "exponential", "mean": 1.0}},
+                 {"name": "report", "queue": "lo", "priority": 5, "arrival": {"kind": "poisson", "rate": 0.5},
+                  "service": {"kind": "lognormal", "mean": 2.0, "cv": 1.0}}],
+        "pools": [{"name": "p", "queues": ["hi", "lo"], "workers": 2, "concurrency": 1}],
+    })
+
+
+def labels(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def point(params: dict[str, Any], p95: float | None, mean: float | None = 1.0) -> dict[str, Any]:
+    wait = {"mean": mean, "p50": None, "p95": p95, "p99": None, "max": None}
+    return {"params": params, "summary": {"wait": wait, "latency": wait, "by_type": {}, "throughput": 1.0,
+                                          "utilization": 0.5, "jobs": {"dead": 0, "lost": 0}}}
+
+
+def test_sweep_metric_draws_one_line_per_group_the_slo_and_the_recommendation() -> None:
+    # Given sweep points over workers x concurrency, one of them undefined
+    points = [point({"w": w, "c": c}, p95=10.0 / (w * c)) for c in (2, 1) for w in (1, 2, 3)]
+    points.append(point({"w": 4, "c": 1}, p95=None))
+    # When they are plotted against the SLO with a recommendation
+    fig = plots.sweep_metric(points, "w", by="c", slo="p95_wait<=2", recommended={"w": 3, "c": 2})
+    # Then there is a line per concurrency (numeric order), the SLO line and the star
+    assert isinstance(fig, Figure)
+    assert labels(fig) == ["c = 1", "c = 2", "recommended", "SLO p95_wait<=2"]
+    ax = fig.axes[0]
+    c1 = next(line for line in ax.get_lines() if line.get_label() == "c = 1")
+    assert list(c1.get_xdata()) == [1, 2, 3]  # the undefined point is left out
+    assert list(c1.get_ydata()) == pytest.approx([10.0, 5.0, 10.0 / 3])
+    slo = next(line for line in ax.get_lines() if line.get_label().startswith("SLO"))
+    assert list(slo.get_ydata()) == [2.0, 2.0]
+    star = next(line for line in ax.get_lines() if line.get_label() == "recommended")
+    assert (list(star.get_xdata()), list(star.get_ydata())) == ([3], pytest.approx([10.0 / 6]))
+
+
+def test_sweep_metric_takes_a_function_for_x_and_per_type_metrics() -> None:
+    # Given real sweep points of a two-type scenario
+    points = sweep(two_types(), {"pools.p.workers": [2, 3]}, processes=1)
+    # When the per-type metric is plotted over slots (a function of the params), on a symlog axis
+    fig = plots.sweep_metric(points, lambda p: 2 * p["pools.p.workers"], metric="p95_wait[report]",
+                             xlabel="slots", yscale="symlog", slo=parse_slo("p95_wait<=1"))
+    # Then the one line holds the report p95 at x = slots; an SLO on another metric draws no line
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "p95_wait[report]"]
+    assert list(line.get_xdata()) == [4, 6]
+    assert list(line.get_ydata()) == [p["summary"]["by_type"]["report"]["wait"]["p95"] for p in points]
+    assert fig.axes[0].get_xlabel() == "slots" and fig.axes[0].get_yscale() == "symlog"
+    assert not any(lb.startswith("SLO") for lb in labels(fig))
+
+
+def test_sweep_metric_refuses_an_unknown_metric() -> None:
+    with pytest.raises(ValueError, match="p95_wait"):
+        plots.sweep_metric([], "x", metric="p95 wait")
+    with pytest.raises(ValueError):
+        plots.sweep_metric([], "x", metric="p97_wait")
+
+
+def test_model_theory_table_matches_predict_and_marks_unstable_points() -> None:
+    # Given an M/M/c sweep crossing the stability boundary (1.5 jobs/s on 1, 2, 3 slots)
+    scenario = mmc()
+    points = sweep(scenario, {"pools.p.concurrency": [1, 2, 3]}, processes=1)
+    # When the table is built
+    table = plots.model_theory_table(scenario, points)
+    # Then stable points carry Erlang C's values next to the model's, and the unstable one says why
+    assert list(table["pools.p.concurrency"]) == [1, 2, 3]
+    assert math.isnan(table.loc[0, "theory_mean"]) and "unstable" in table.loc[0, "note"]
+    assert table.loc[1, "theory"] == "M/M/c" and table.loc[1, "rho"] == pytest.approx(0.75)
+    from qsim.analysis.theory import mmc_wait_mean, mmc_wait_quantile
+    assert table.loc[1, "theory_mean"] == pytest.approx(mmc_wait_mean(2, 1.5, 1.0))
+    assert table.loc[2, "theory_p95"] == pytest.approx(mmc_wait_quantile(0.95, 3, 1.5, 1.0))
+    assert table.loc[2, "model_p95"] == pytest.approx(points[2]["summary"]["wait"]["p95"])
+    assert {f"{s}_{k}" for s in ("model", "theory") for k in ("mean", "p95", "p99")} <= set(table.columns)
+
+
+def test_model_theory_table_per_job_type_uses_the_types_values() -> None:
+    scenario = two_types()
+    points = sweep(scenario, {"pools.p.workers": [3]}, processes=1)
+    table = plots.model_theory_table(scenario, points, job_type="report", stats=("mean",))
+    # lognormal service: no closed form for priorities, so theory is NaN with a reason
+    assert table.loc[0, "model_mean"] == pytest.approx(points[0]["summary"]["by_type"]["report"]["wait"]["mean"])
+    assert math.isnan(table.loc[0, "theory_mean"]) and table.loc[0, "note"]
+    with pytest.raises(ValueError, match="job_type"):
+        plots.model_theory_table(scenario, points, job_type="nope")
+    with pytest.raises(ValueError, match="what"):
+        plots.model_theory_table(scenario, points, what="service")
+
+
+def test_model_vs_theory_draws_a_line_and_dots_per_stat() -> None:
+    table = pd.DataFrame({"c": [3, 2], "model_mean": [0.1, 0.5], "theory_mean": [0.12, 0.48],
+                          "model_p95": [0.4, 1.9], "theory_p95": [0.5, 2.0]})
+    fig = plots.model_vs_theory(table, "c", stats=("mean", "p95"))
+    assert labels(fig) == ["theory mean", "model mean", "theory p95", "model p95"]
+    theory_mean = fig.axes[0].get_lines()[0]
+    assert list(theory_mean.get_xdata()) == [2, 3] and list(theory_mean.get_ydata()) == [0.48, 0.12]
+    with pytest.raises(ValueError, match="no column 'model_p99'"):
+        plots.model_vs_theory(table, "c", stats=("p99",))
+
+
+def test_wait_over_time_has_a_mean_and_a_tail_line_per_type() -> None:
+    result = simulate(two_types())
+    fig = plots.wait_over_time(result.jobs, bins=5, quantile=0.9)
+    assert labels(fig) == ["alert mean", "alert p90", "report mean", "report p90"]
+    for line in fig.axes[0].get_lines():
+        assert len(line.get_xdata()) == 5
+    with pytest.raises(ValueError, match="bins"):
+        plots.wait_over_time(result.jobs, bins=0)
+
+
+def test_service_time_tail_marks_the_quantile_and_the_grace_period() -> None:
+    jobs = pd.DataFrame({"type": ["a"] * 1000, "started": np.zeros(1000), "finished": np.arange(1, 1001, dtype=float),
+                         "enqueued": np.zeros(1000)})
+    fig = plots.service_time_tail(jobs, quantile=0.99, grace=1200.0)
+    assert labels(fig)[0].startswith("a (p99 990 s, n=1000)")
+    assert labels(fig)[-1] == "grace 1200 s"
+    assert fig.axes[0].get_yscale() == "log"
+    curve = fig.axes[0].get_lines()[0]
+    assert min(curve.get_ydata()) > 0  # P = 0 has no place on a log axis
+    with pytest.raises(ValueError, match="quantile"):
+        plots.service_time_tail(jobs, quantile=1.0)
+
+
+def test_existing_plots_still_return_figures() -> None:
+    result = simulate(two_types())
+    assert isinstance(plots.queue_depth(result.timeseries), Figure)
+    assert isinstance(plots.wait_distribution(result.jobs), Figure)
