@@ -1,0 +1,140 @@
+"""The Locust harness's settings: custom command-line arguments and what they resolve to.
+
+Nothing here imports Locust: :func:`add_arguments` takes Locust's parser
+(duck-typed), :meth:`LoadTestConfig.from_options` its parsed options.
+
+Arguments (each also read from an environment variable):
+
+=============================  =================================  ==============================================
+argument                       environment variable               meaning
+=============================  =================================  ==============================================
+``--redis-url URL``            ``REDIS_URL``                      Redis to load (default ``redis://127.0.0.1:6379/0``)
+``--scenario FILE|NAME``       ``QSIM_SCENARIO``                  scenario file or built-in name (default ``workshop``)
+``--i-know-this-is-not-local`` ``QSIM_I_KNOW_THIS_IS_NOT_LOCAL``  allow a non-loopback Redis (staging)
+``--qsim-prefix P``            ``QSIM_PREFIX``                    key prefix of the queues (default ``qsim``, the engine's)
+``--rate-scale X``             ``QSIM_RATE_SCALE``                multiply every arrival rate (default 1)
+``--drain S``                  ``QSIM_DRAIN``                     seconds to keep observing after arrivals stop (default 10)
+``--start-workers``            ``QSIM_START_WORKERS``             start the scenario's pools as local processes
+``--run-id ID``                ``QSIM_RUN_ID``                    job-id prefix of this run (default: random)
+=============================  =================================  ==============================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from qsim.safety import CONFIRM_OPTION
+
+__all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER"]
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_SCENARIO = "workshop"
+#: Without ``-u``, enough producer users that none adds more than this many jobs per second.
+MAX_RATE_PER_PRODUCER = 20.0
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9_:-]{1,40}$")
+
+
+def add_arguments(parser: Any) -> None:
+    """Register the custom arguments on Locust's ``init_command_line_parser`` parser."""
+    g = parser.add_argument_group("qsim", "qsim scenario load test (see qsim.loadtest)")
+    g.add_argument("--redis-url", env_var="REDIS_URL", default=DEFAULT_REDIS_URL,
+                   help=f"Redis to load (default $REDIS_URL, then {DEFAULT_REDIS_URL})")
+    g.add_argument("--scenario", env_var="QSIM_SCENARIO", default=DEFAULT_SCENARIO,
+                   help="scenario TOML file or built-in name (default workshop)")
+    g.add_argument(CONFIRM_OPTION, dest="i_know_this_is_not_local", action="store_true", default=False,
+                   env_var="QSIM_I_KNOW_THIS_IS_NOT_LOCAL",
+                   help="allow a Redis that is not on this machine (e.g. staging); refused without it")
+    g.add_argument("--qsim-prefix", env_var="QSIM_PREFIX", default="qsim",
+                   help="key prefix of the scenario's queues (default qsim, the engine's default)")
+    g.add_argument("--rate-scale", env_var="QSIM_RATE_SCALE", type=float, default=1.0,
+                   help="multiply every arrival rate of the scenario (default 1)")
+    g.add_argument("--drain", env_var="QSIM_DRAIN", type=float, default=10.0,
+                   help="seconds to keep observing completions after arrivals stop (default 10)")
+    g.add_argument("--start-workers", env_var="QSIM_START_WORKERS", action="store_true", default=False,
+                   help="start the scenario's worker pools as local processes (self-contained run)")
+    g.add_argument("--run-id", env_var="QSIM_RUN_ID", default="",
+                   help="prefix of this run's job ids (default: lt-<random>)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadTestConfig:
+    """What one load test does, resolved from Locust's parsed options.
+
+    Attributes:
+        redis_url: Redis to load.
+        scenario: Scenario file path or built-in name.
+        confirmed: Whether a non-local Redis was confirmed (:data:`qsim.safety.CONFIRM_OPTION`).
+        prefix: Key prefix of the queues (the scenario's queue names under it).
+        rate_scale: Factor on every arrival rate.
+        drain: Seconds to keep observing completions after the arrival window.
+        start_workers: Start the scenario's pools as local processes.
+        run_id: Prefix of every job id this run adds; the observer reports only these jobs.
+        producers: Producer users (``-u``), or None to size them from the rate.
+        run_time: Arrival window in seconds (``-t``), or None for the scenario's duration.
+        spawn_rate: Users started per second (``-r``), or None for all at once.
+    """
+
+    redis_url: str = DEFAULT_REDIS_URL
+    scenario: str = DEFAULT_SCENARIO
+    confirmed: bool = False
+    prefix: str = "qsim"
+    rate_scale: float = 1.0
+    drain: float = 10.0
+    start_workers: bool = False
+    run_id: str = ""
+    producers: int | None = None
+    run_time: float | None = None
+    spawn_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rate_scale, (int, float)) or not math.isfinite(self.rate_scale) or self.rate_scale <= 0:
+            raise ValueError(f"--rate-scale must be a number > 0, got {self.rate_scale!r}")
+        if not isinstance(self.drain, (int, float)) or not self.drain >= 0:
+            raise ValueError(f"--drain must be >= 0 seconds, got {self.drain!r}")
+        if self.run_id and not _RUN_ID.match(self.run_id):
+            raise ValueError(f"--run-id must be 1-40 characters of letters, digits, '_:-', got {self.run_id!r}")
+        if self.producers is not None and self.producers < 1:
+            raise ValueError(f"-u/--users must be >= 1 (producer users), got {self.producers!r}")
+        if self.run_time is not None and not self.run_time > 0:
+            raise ValueError(f"-t/--run-time must be > 0 s, got {self.run_time!r}")
+
+    @classmethod
+    def from_options(cls, options: Any) -> LoadTestConfig:
+        """Build from Locust's ``environment.parsed_options`` (missing attributes take defaults)."""
+
+        def opt(name: str, default: Any = None) -> Any:
+            value = getattr(options, name, None)
+            return default if value is None else value
+
+        return cls(
+            redis_url=opt("redis_url", DEFAULT_REDIS_URL),
+            scenario=opt("scenario", DEFAULT_SCENARIO),
+            confirmed=bool(opt("i_know_this_is_not_local", False)),
+            prefix=opt("qsim_prefix", "qsim"),
+            rate_scale=float(opt("rate_scale", 1.0)),
+            drain=float(opt("drain", 10.0)),
+            start_workers=bool(opt("start_workers", False)),
+            run_id=opt("run_id", ""),
+            # qsim_producers / qsim_window: set by the master (or standalone process) at init and
+            # sent to Locust workers with the other custom options, so every process paces alike
+            producers=opt("qsim_producers", opt("num_users")),
+            run_time=float(opt("qsim_window", opt("run_time"))) if opt("qsim_window", opt("run_time")) else None,
+            spawn_rate=opt("spawn_rate"),
+        )
+
+    @staticmethod
+    def new_run_id() -> str:
+        """A fresh job-id prefix: ``lt-<8 hex>``."""
+        return f"lt-{secrets.token_hex(4)}"
+
+    def producer_count(self, total_rate: float) -> int:
+        """Producer users: ``-u`` when given, else enough that each adds at most
+        :data:`MAX_RATE_PER_PRODUCER` jobs per second."""
+        if self.producers is not None:
+            return int(self.producers)
+        return max(1, math.ceil(total_rate / MAX_RATE_PER_PRODUCER))

@@ -1,0 +1,128 @@
+"""Wires the qsim load test into Locust's events: arguments, checks, start and stop.
+
+:func:`register` adds listeners to Locust's ``events``:
+
+- ``init_command_line_parser``: the custom arguments of :mod:`qsim.loadtest.config`.
+- ``init``: the safety check (:func:`qsim.safety.require_local_or_confirmed`)
+  and the scenario check, before anything connects; a refusal prints one
+  line naming the problem and exits with code 2. The master (or the single
+  process) also fixes what every process must agree on: the run id, the
+  number of producer users and the arrival window.
+- ``test_start``: connects, starts the local worker pools if
+  ``--start-workers`` (and waits until they run), then opens the arrival
+  window: the users start only after this.
+- ``test_stop``: stops the local pools and logs what Redis holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from qsim.engine.connection import display_url
+from qsim.errors import QsimError
+from qsim.loadtest.config import LoadTestConfig, add_arguments
+from qsim.loadtest.mix import arrival_rates
+from qsim.loadtest.run import LoadTestRun
+from qsim.loadtest.workers import WorkerPool
+from qsim.safety import require_local_or_confirmed
+from qsim.scenarios import load
+
+__all__ = ["register", "run_of"]
+
+logger = logging.getLogger(__name__)
+
+_RUNS: weakref.WeakKeyDictionary[Environment, LoadTestRun] = weakref.WeakKeyDictionary()
+_POOLS: weakref.WeakKeyDictionary[Environment, WorkerPool] = weakref.WeakKeyDictionary()
+
+
+def run_of(environment: Environment) -> LoadTestRun | None:
+    """The running load test of this process (None before ``test_start`` or after ``test_stop``)."""
+    return _RUNS.get(environment)
+
+
+def register(events: Any) -> None:
+    """Add the qsim listeners to Locust's ``events`` (once, however many locustfiles call it)."""
+    if getattr(events, "_qsim_registered", False):
+        return
+    events._qsim_registered = True
+    events.init_command_line_parser.add_listener(add_arguments)
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
+
+
+def _refuse(message: str) -> None:
+    sys.stderr.write(f"qsim load test: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(2)
+
+
+def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    options = environment.parsed_options
+    try:
+        config = LoadTestConfig.from_options(options)
+        require_local_or_confirmed(config.redis_url, config.confirmed)
+        scenario = load(config.scenario)
+        rates = arrival_rates(scenario, config.rate_scale)
+    except (QsimError, ValueError) as e:
+        _refuse(str(e))
+        return
+    if options is None or isinstance(runner, WorkerRunner):
+        return  # a worker takes these from the master with its first spawn message
+    # What every process must agree on, decided once (before Locust fills in its
+    # headless defaults for -u/-r) and sent to workers with the custom options.
+    options.run_id = config.run_id or LoadTestConfig.new_run_id()
+    options.qsim_producers = config.producer_count(sum(rates.values()))
+    options.qsim_window = config.run_time if config.run_time is not None else scenario.duration
+    options.qsim_spawn_rate = config.spawn_rate
+    logger.info("qsim load test %s: scenario %s, %.3g jobs/s over %d producer users for %.0f s, Redis %s, "
+                "prefix %s", options.run_id, scenario.name, sum(rates.values()), options.qsim_producers,
+                options.qsim_window, display_url(config.redis_url), config.prefix)
+
+
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    try:
+        config = LoadTestConfig.from_options(environment.parsed_options)
+        node = f"-w{runner.worker_index}" if isinstance(runner, WorkerRunner) else ""
+        run = LoadTestRun(config, node=node)
+        run.connect()
+        if config.start_workers and not isinstance(runner, WorkerRunner):
+            pool = WorkerPool(run.scenario, config.redis_url, prefix=config.prefix, run_id=run.run_id)
+            _POOLS[environment] = pool
+            pool.start()
+            pool.wait_ready()
+    except (QsimError, ValueError, OSError) as e:
+        logger.error("qsim load test cannot start: %s", e)
+        environment.process_exit_code = 1
+        if runner is not None:
+            gevent.spawn_later(0, runner.quit)
+        return
+    run.open_window()
+    _RUNS[environment] = run
+
+
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    pool = _POOLS.pop(environment, None)
+    if pool is not None:
+        codes = pool.stop()
+        logger.info("worker processes stopped: %s", codes)
+    run = _RUNS.pop(environment, None)
+    if run is None:
+        return
+    try:
+        if not isinstance(environment.runner, MasterRunner):
+            logger.info("qsim load test %s: added %d jobs; observed %d completed, %d dead", run.run_id, run.added,
+                        run.completed, run.dead)
+        logger.info("queue counts: %s", run.counts())
+    except QsimError as e:
+        logger.warning("could not read the queue counts: %s", e)
+    finally:
+        run.close()

@@ -1,0 +1,124 @@
+"""What the producers add: the scenario's arrival rates, the mix of job types, the payloads.
+
+Nothing here imports Locust.
+
+- :func:`arrival_rates`: jobs per second of each job type that arrives on
+  its own (types with an ``arrival``), times the rate scale.
+- :class:`JobMix`: which type a producer adds next, by smooth weighted
+  round-robin over those rates (deterministic: after ``n`` picks each type
+  has ``n * rate / total`` of them, within one).
+- :class:`PayloadSource`: the payload and engine options of each job, taken
+  from :func:`qsim.harness.plan.plan_jobs` (the very draws the model and
+  ``qsim run`` use), cycled when the load test outlasts them, under job ids
+  of this run (``<run_id>-<type>-<n>``) so a run never collides with another.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from qsim.errors import NotSupportedError
+from qsim.harness.plan import engine_options, job_options, plan_jobs
+from qsim.scenario import Scenario
+
+__all__ = ["arrival_rates", "JobMix", "PayloadSource", "PLAN_CAP"]
+
+#: At most this many planned jobs are drawn; a longer run cycles through them.
+PLAN_CAP = 20_000
+
+
+def _label(scenario: Scenario) -> str:
+    return str(scenario.source) if scenario.source else scenario.name
+
+
+def arrival_rates(scenario: Scenario, scale: float = 1.0) -> dict[str, float]:
+    """Jobs per second of each job type with an ``arrival``, times ``scale``.
+
+    Raises:
+        NotSupportedError: A type is a flow parent (the Locust producer adds
+            single jobs; use ``qsim run`` for flows) or no type arrives at all.
+    """
+    rates: dict[str, float] = {}
+    for i, job in enumerate(scenario.jobs):
+        if job.arrival is None:
+            continue
+        if job.flow is not None:
+            raise NotSupportedError(f"{_label(scenario)}: jobs[{i}] ({job.name!r}) is a flow parent: not supported "
+                                    f"by the Locust producer yet (use `qsim run` for flows)")
+        rate = float(job.arrival.rate) * scale
+        if rate > 0:
+            rates[job.name] = rate
+    if not rates:
+        raise NotSupportedError(f"{_label(scenario)}: no job type has an arrival rate > 0: nothing to load-test")
+    return rates
+
+
+class JobMix:
+    """Smooth weighted round-robin over job types, weighted by their rates.
+
+    Args:
+        rates: Jobs per second by type (any positive weights).
+    """
+
+    def __init__(self, rates: Mapping[str, float]) -> None:
+        if not rates or any(not r > 0 for r in rates.values()):
+            raise ValueError(f"rates must be a non-empty mapping of positive numbers, got {dict(rates)!r}")
+        self.names = list(rates)
+        self.weights = [float(rates[n]) for n in self.names]
+        self.total = sum(self.weights)
+        self._current = [0.0] * len(self.names)
+
+    def next(self) -> str:
+        """The job type to add next."""
+        best = 0
+        for i, w in enumerate(self.weights):
+            self._current[i] += w
+            if self._current[i] > self._current[best]:
+                best = i
+        self._current[best] -= self.total
+        return self.names[best]
+
+
+class PayloadSource:
+    """Payloads, options and ids of the jobs one process adds.
+
+    Args:
+        scenario: The scenario.
+        run_id: Prefix of every job id (the observer keys on it).
+        node: Distinguishes processes of one distributed run (``""`` alone).
+        cap: At most this many planned jobs are drawn (see :data:`PLAN_CAP`).
+    """
+
+    def __init__(self, scenario: Scenario, run_id: str, *, node: str = "", cap: int = PLAN_CAP) -> None:
+        self.scenario = scenario
+        self.base = f"{run_id}{node}"
+        types = [j.name for j in scenario.jobs if j.arrival is not None and j.flow is None]
+        planned = plan_jobs(scenario, max_jobs=cap)
+        if any(not any(p.type == t for p in planned) for t in types):  # a rare type beyond the cap: plan it all
+            planned = plan_jobs(scenario)
+        self.payloads: dict[str, list[dict[str, Any]]] = {t: [] for t in types}
+        for p in planned:
+            pool = self.payloads.get(p.type)
+            if pool is not None and len(pool) < cap:
+                pool.append(p.payload)
+        self.options = {t: job_options(scenario.job(t)) for t in types}
+        self.queue_of = {t: scenario.job(t).queue for t in types}
+        self._seq = dict.fromkeys(types, 0)
+
+    def next(self, job_type: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """``(job_id, payload, Queue.add options)`` of the next job of ``job_type``."""
+        n = self._seq[job_type]
+        self._seq[job_type] = n + 1
+        pool = self.payloads[job_type]
+        if not pool:
+            raise NotSupportedError(f"{_label(self.scenario)}: job type {job_type!r} has no planned job "
+                                    f"(its arrival process gives none within duration)")
+        job_id = f"{self.base}-{job_type}-{n}"
+        payload = pool[n % len(pool)]
+        fan = payload.get("fan")
+        if fan:  # children need ids of this job, not the plan's
+            payload = copy.copy(payload)
+            payload["fan"] = {**fan, "jobs": [[f"{job_id}.{k}", data] for k, (_, data) in enumerate(fan["jobs"])]}
+        return job_id, payload, engine_options(self.options[job_type], job_id)

@@ -1,0 +1,71 @@
+"""ScenarioShape: the scenario's load for the scenario's duration, then a drain, then stop.
+
+The rate itself is kept by the producers' pacing (:class:`~qsim.loadtest.users.ProducerUser`);
+the shape keeps the right number of users running for as long as the
+scenario says:
+
+- users: the producer users (``-u``, or enough that each adds at most
+  :data:`~qsim.loadtest.config.MAX_RATE_PER_PRODUCER` jobs/s) plus the one
+  observer; all started within about 0.1 s unless ``-r`` says otherwise;
+- for the arrival window (``-t``, or the scenario's ``duration``), counted from
+  the moment the window opened (after ``--start-workers`` pools are up);
+- then up to ``--drain`` seconds more, so the jobs still queued or running
+  finish and their latencies are reported (a single process stops as soon as
+  every job it added has been seen to end);
+- then ``None``: the test stops (and a headless run quits).
+
+Locust ticks a shape once a second, so the test ends up to a second after
+that; no job is added after the window (the producers check it themselves).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from locust import LoadTestShape
+
+from qsim.loadtest.config import LoadTestConfig
+from qsim.loadtest.hooks import run_of
+
+__all__ = ["ScenarioShape"]
+
+
+class ScenarioShape(LoadTestShape):
+    """Follows the scenario: its producers and observer for its duration, then drains and stops."""
+
+    use_common_options = True  # -u, -r, -t are read (through the options qsim fixed at init)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plan: tuple[int, float, float, float] | None = None
+
+    def plan(self) -> tuple[int, float, float, float]:
+        """``(users, spawn_rate, window, drain)`` from the options fixed at init."""
+        if self._plan is None:
+            options: Any = self.runner.environment.parsed_options if self.runner else None
+            config = LoadTestConfig.from_options(options)
+            producers = int(getattr(options, "qsim_producers", None) or config.producers or 1)
+            users = producers + 1  # + the observer
+            spawn_rate = getattr(options, "qsim_spawn_rate", None)
+            spawn = float(spawn_rate) if spawn_rate else float(max(10, 10 * users))
+            window = float(getattr(options, "qsim_window", None) or config.run_time or math.inf)
+            self._plan = (users, spawn, window, config.drain)
+        return self._plan
+
+    def tick(self) -> tuple[int, float] | None:
+        users, spawn, window, drain = self.plan()
+        assert self.runner is not None
+        run = run_of(self.runner.environment)
+        if run is None or run.t0 is None:
+            # Before the first start (test_start opens the window) keep asking for the users;
+            # a run that could not start has asked the runner to quit already.
+            if self.get_run_time() > 5.0 and self.runner.environment.process_exit_code:
+                return None
+            return users, spawn
+        elapsed = run.elapsed()
+        if elapsed < window:
+            return users, spawn
+        if elapsed < window + drain and not run.all_finished():
+            return users, spawn
+        return None

@@ -1,0 +1,194 @@
+"""The Locust harness, run for real: ``locust -f loadtests --headless`` against the session's Redis.
+
+Locust monkey-patches the process for gevent when imported, so it only ever
+runs in a subprocess here; this module imports just the Locust-free parts of
+``qsim.loadtest`` (and checks that they stay Locust-free).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from qsim.engine import Queue
+from qsim.errors import NotSupportedError
+from qsim.loadtest.config import LoadTestConfig
+from qsim.loadtest.mix import JobMix, PayloadSource, arrival_rates
+from qsim.safety import CONFIRM_OPTION
+from qsim.scenario import Scenario
+from qsim.scenarios import load
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Enqueue count tolerance: constant pacing on a fixed grid gives rate x window within
+#: one add per producer user; allow that plus one.
+COUNT_SLACK = 3
+
+
+def locust(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "QSIM_", "LOCUST_"))}
+    return subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests", "--headless", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def stats(prefix: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with open(f"{prefix}_stats.csv", newline="") as f:
+        return {(row["Type"], row["Name"]): row for row in csv.DictReader(f)}
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n--- stderr ---\n{proc.stderr[-4000:]}\n--- stdout ---\n{proc.stdout[-2000:]}"
+
+
+# --------------------------------------------------------------------------- Locust, for real
+
+@pytest.mark.redis
+def test_workshop_headless_adds_at_the_scenario_rate_and_reports_job_latency(redis_url: str, tmp_path: Path) -> None:
+    # Given the built-in workshop (6 jobs/s, one queue) and its pool started by the load test
+    scenario = load("workshop")
+    rate, window = scenario.jobs[0].arrival.rate, 5  # type: ignore[union-attr]
+    # When Locust runs it headless for 5 s with 2 producer users
+    proc = locust("-u", "2", "-r", "2", "-t", f"{window}s", "--scenario", "workshop", "--redis-url", redis_url,
+                  "--start-workers", "--run-id", "lt-test", "--drain", "15", "--csv", str(tmp_path / "run"))
+    # Then it succeeds, and added rate x window jobs, none failed
+    assert proc.returncode == 0, explain(proc)
+    assert "Traceback" not in proc.stderr, explain(proc)
+    rows = stats(tmp_path / "run")
+    enqueue = rows[("enqueue", "cut")]
+    added = int(enqueue["Request Count"])
+    assert abs(added - rate * window) <= COUNT_SLACK, f"{added} adds, expected {rate * window} +- {COUNT_SLACK}"
+    assert int(enqueue["Failure Count"]) == 0
+    assert float(enqueue["95%"]) < 500  # an add is one round trip to a local Redis
+    # and every job's latency and wait were reported (the shape drains until all ended)
+    job, wait = rows[("job", "cut")], rows[("wait", "cut")]
+    assert int(job["Request Count"]) == added and int(job["Failure Count"]) == 0
+    assert int(wait["Request Count"]) == added
+    # latency = wait + service: lognormal service with mean 0.5 s (median about 0.35 s)
+    assert 50 < float(job["50%"]) < 3000, job
+    assert float(job["95%"]) >= float(job["50%"]) >= float(wait["50%"])
+    # and the jobs really are in Redis, under the scenario's queue name and the run's ids
+    with Queue("orders", redis=redis_url) as q:
+        counts = q.counts()
+        assert counts["completed"] == added, counts
+        assert counts["waiting"] == counts["active"] == counts["dead"] == 0, counts
+        first = q.get_job("lt-test-cut-0")
+        assert first.state == "completed" and first.data["s"] and first.enqueued_at is not None
+
+
+@pytest.mark.redis
+def test_two_types_on_two_queues_keep_their_own_rates(redis_url: str, tmp_path: Path) -> None:
+    # Given two job types with different rates on two queues, one pool serving both
+    path = tmp_path / "two.toml"
+    path.write_text(textwrap.dedent("""
+        name = "two"
+        seed = 3
+        duration = 60.0
+        [[queues]]
+        name = "fast"
+        [[queues]]
+        name = "slow"
+        [[jobs]]
+        name = "ping"
+        queue = "fast"
+        arrival = { kind = "poisson", rate = 8.0 }
+        service = { kind = "constant", mean = 0.02 }
+        [[jobs]]
+        name = "report"
+        queue = "slow"
+        arrival = { kind = "constant", rate = 2.0 }
+        service = { kind = "exponential", mean = 0.1 }
+        [[pools]]
+        name = "all"
+        queues = ["fast", "slow"]
+        workers = 1
+        concurrency = 4
+        """))
+    # When Locust runs it for 4 s with 3 producers (the window comes from -t, not the file)
+    proc = locust("-u", "3", "-r", "10", "-t", "4s", "--scenario", str(path), "--redis-url", redis_url,
+                  "--start-workers", "--csv", str(tmp_path / "run"))
+    # Then each type got its own rate x window and each its latency row
+    assert proc.returncode == 0, explain(proc)
+    rows = stats(tmp_path / "run")
+    for name, rate, queue in (("ping", 8.0, "fast"), ("report", 2.0, "slow")):
+        added = int(rows[("enqueue", name)]["Request Count"])
+        assert abs(added - rate * 4) <= COUNT_SLACK, f"{name}: {added} adds, expected {rate * 4}"
+        assert int(rows[("job", name)]["Request Count"]) == added
+        with Queue(queue, redis=redis_url) as q:
+            assert q.counts()["completed"] == added
+
+
+def test_a_non_local_redis_is_refused_without_the_flag(tmp_path: Path) -> None:
+    # Given a Redis URL that is not on this machine (a non-routable address: never connected to)
+    url = "redis://10.255.255.1:6379/0"
+    # When Locust is started against it without the confirmation flag
+    proc = locust("-t", "2s", "--redis-url", url, "--csv", str(tmp_path / "run"), timeout=30)
+    # Then it stops before connecting, with a message naming the option
+    assert proc.returncode == 2, explain(proc)
+    assert CONFIRM_OPTION in proc.stderr, explain(proc)
+    assert "10.255.255.1" in proc.stderr
+    assert not (tmp_path / "run_stats.csv").exists() or "enqueue" not in (tmp_path / "run_stats.csv").read_text()
+
+
+def test_a_bad_scenario_is_refused_with_its_name(tmp_path: Path) -> None:
+    proc = locust("-t", "2s", "--scenario", str(tmp_path / "missing.toml"), timeout=30)
+    assert proc.returncode == 2, explain(proc)
+    assert "missing.toml" in proc.stderr
+
+
+# --------------------------------------------------------------------------- the Locust-free parts
+
+def test_locust_free_parts_do_not_import_locust() -> None:
+    code = ("import sys, qsim.loadtest.config, qsim.loadtest.mix, qsim.loadtest.run, qsim.loadtest.workers; "
+            "assert 'locust' not in sys.modules and 'gevent' not in sys.modules, 'imported locust'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=30)
+
+
+def test_job_mix_follows_the_rates_exactly() -> None:
+    mix = JobMix({"a": 6.0, "b": 3.0, "c": 1.0})
+    picks = [mix.next() for _ in range(1000)]
+    assert (picks.count("a"), picks.count("b"), picks.count("c")) == (600, 300, 100)
+    assert picks[:10].count("c") == 1  # spread out, not in runs
+    with pytest.raises(ValueError, match="positive"):
+        JobMix({"a": 0.0})
+
+
+def _scenario(**job: object) -> Scenario:
+    raw = {"name": "s", "seed": 1, "duration": 10.0, "queues": [{"name": "q"}],
+           "jobs": [{"name": "parent", "queue": "q", "arrival": {"kind": "constant", "rate": 2.0},
+                     "service": {"kind": "constant", "mean": 0.1}, **job},
+                    {"name": "kid", "queue": "q", "service": {"kind": "constant", "mean": 0.1}},
+                    {"name": "kid2", "queue": "q", "service": {"kind": "constant", "mean": 0.1}}],
+           "pools": [{"name": "p", "queues": ["q"]}]}
+    return Scenario.from_dict(raw)
+
+
+def test_payloads_cycle_the_plan_under_ids_of_the_run() -> None:
+    s = _scenario(fan_out={"job": "kid", "count": 2}, attempts=3)
+    source = PayloadSource(s, "lt-x", node="-w1", cap=5)
+    ids = [source.next("parent")[0] for _ in range(7)]
+    assert ids == [f"lt-x-w1-parent-{i}" for i in range(7)]
+    job_id, payload, options = source.next("parent")
+    assert payload["s"] and len(payload["x"]) == 3 and options["attempts"] == 3 and options["job_id"] == job_id
+    assert [c[0] for c in payload["fan"]["jobs"]] == [f"{job_id}.0", f"{job_id}.1"]
+    assert source.payloads["parent"][0]["fan"]["jobs"][0][0] == "kid-c0"  # the plan itself is untouched
+
+
+def test_rates_scale_and_flows_are_refused() -> None:
+    assert arrival_rates(_scenario(), 2.5) == {"parent": 5.0}
+    with pytest.raises(NotSupportedError, match="flow"):
+        arrival_rates(_scenario(flow={"children": ["kid", "kid2"]}))
+
+
+def test_config_sizes_producers_and_validates() -> None:
+    assert LoadTestConfig().producer_count(6.0) == 1
+    assert LoadTestConfig().producer_count(300.0) == 15
+    assert LoadTestConfig(producers=4).producer_count(300.0) == 4
+    with pytest.raises(ValueError, match="--rate-scale"):
+        LoadTestConfig(rate_scale=0)
+    with pytest.raises(ValueError, match="--run-id"):
+        LoadTestConfig(run_id="has space")
