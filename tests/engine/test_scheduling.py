@@ -194,6 +194,12 @@ def test_aging_lets_an_old_low_priority_job_overtake(call: Any, redis_url: str) 
     # Then with aging it goes first (3 - 4.5 < 0); without aging (queue b) it goes last
     assert fetch(call, [A], n=10)[0] == ["a:old", "a:new1", "a:new2"]
     assert fetch(call, [B], n=10)[0] == ["b:new1", "b:new2", "b:old"]
+    # And across queues under policy priority the effective priority is what is compared
+    add(call, A, ("old2", 3))
+    time.sleep(0.45)
+    add(call, B, ("fresh", 0))
+    add(call, A, ("fresh", 1))
+    assert fetch(call, [B, A], n=10)[0] == ["a:old2", "b:fresh", "a:fresh"]
     assert qa.limits()["aging"] == 0.1 and qb.limits()["aging"] is None
     with pytest.raises(ValueError, match="aging must be >= 0.001 seconds or None, got 0"):
         qa.set_aging(0)
@@ -404,3 +410,51 @@ def test_a_dead_workers_slot_frees_when_its_lock_expires(redis_url: str, call: A
     assert [a.outcome for a in q.get_job("dead-worker-job").attempts] == ["stalled", "completed"]
     assert max_overlap(intervals(recs)) == 1
     q.close()
+
+
+def _evals(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))  # type: ignore[union-attr]
+
+
+def test_idle_multi_queue_worker_blocks_and_a_rate_held_worker_does_not_spin(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+
+    async def main() -> None:
+        qa, qb = AsyncQueue("a", redis=redis_url), AsyncQueue("b", redis=redis_url)
+        w = Worker(["a", "b"], _noop, redis=redis_url, policy="ordered", handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await asyncio.sleep(0.3)
+        # Given an idle worker on two queues: it blocks on both markers and makes no calls for 1 s
+        before = _evals(r)
+        await asyncio.sleep(1.0)
+        assert _evals(r) - before == 0
+        # When a job arrives on the second queue, it starts within milliseconds
+        job = await qb.add("t", {})
+        async with asyncio.timeout(5):
+            while (await qb.counts())["completed"] < 1:
+                await asyncio.sleep(0.002)
+        info = await qb.get_job(job.id)
+        assert info.started_at is not None and info.enqueued_at is not None
+        assert info.started_at - info.enqueued_at < 0.05
+        # And with queue a held by its rate limit (2 per 1.5 s), the worker waits without fetching in between
+        await qa.set_rate_limit(2, 1.5)
+        await qa.add_bulk([("t", {}) for _ in range(3)])
+        async with asyncio.timeout(5):
+            while (await qa.counts())["completed"] < 2:
+                await asyncio.sleep(0.005)
+        before = _evals(r)
+        async with asyncio.timeout(5):
+            while (await qa.counts())["completed"] < 3:
+                await asyncio.sleep(0.005)
+        # a handful of calls over the 1.5 s (acknowledgements, promotions of both queues, the one wake-up
+        # fetch), not a retry loop (which would make hundreds)
+        assert _evals(r) - before <= 12
+        recs = sorted(await qa.job_records(), key=lambda x: x.started_at or 0)
+        assert 1.5 <= recs[2].started_at - recs[0].started_at < 1.6  # type: ignore[operator]
+        await w.close()
+        await task
+        await qa.close()
+        await qb.close()
+
+    asyncio.run(main())
+    r.close()
