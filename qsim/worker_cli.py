@@ -61,8 +61,12 @@ def load_handler(spec: str) -> Callable[..., Any]:
     return handler  # type: ignore[no-any-return]
 
 
-def _common(p: argparse.ArgumentParser, queue_required: bool = True) -> None:
-    p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
+def _common(p: argparse.ArgumentParser, queue_required: bool = True, many: bool = False) -> None:
+    if many:
+        p.add_argument("--queue", required=queue_required, metavar="NAME", action="append",
+                       help="queue name (repeat to serve several queues; see --policy)")
+    else:
+        p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
     p.add_argument("--redis", metavar="URL", help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})")
 
@@ -85,7 +89,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "Exit code 0 when drained, 3 when jobs were cut off at the end of the grace period "
                     "(and handed back to the queue), 1 when Redis is unreachable, 2 on bad arguments.")
     p.add_argument("handler", metavar="MODULE:FUNCTION", help="async def FUNCTION(job) -> JSON result")
-    _common(p)
+    _common(p, many=True)
+    p.add_argument("--policy", default="priority", choices=("priority", "ordered", "wrr"),
+                   help="how to choose among several queues (default priority)")
+    p.add_argument("--weight", action="append", default=[], metavar="QUEUE=W",
+                   help="wrr weight of a queue, a whole number >= 1 (repeatable; default 1)")
+    p.add_argument("--group", metavar="TAG", help="hash tag the queues share (needed on Redis Cluster)")
     p.add_argument("--concurrency", type=_pos_int, default=10, help="jobs run at once (default 10)")
     p.add_argument("--lock-duration", type=_pos_float, default=30.0, help="job lock in seconds (default 30)")
     p.add_argument("--stalled-interval", type=_pos_float, default=30.0, help="stalled check period (default 30)")
@@ -147,7 +156,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """``qsim worker``."""
     try:
         handler = load_handler(args.handler)
-        worker = Worker(args.queue, handler, redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
+        weights = {}
+        for item in args.weight:
+            name, sep, w = item.partition("=")
+            if not sep or not w.strip().isdigit():
+                raise ValueError(f"--weight must be QUEUE=W with a whole number W, got {item!r}")
+            weights[name] = int(w)
+        worker = Worker(args.queue, handler, policy=args.policy, weights=weights, group=args.group,
+                        redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
                         lock_duration=args.lock_duration, stalled_interval=args.stalled_interval,
                         max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix,
                         redact=_redacted_fields(args))

@@ -458,3 +458,40 @@ def test_idle_multi_queue_worker_blocks_and_a_rate_held_worker_does_not_spin(red
 
     asyncio.run(main())
     r.close()
+
+
+def test_worker_command_serves_several_queues(redis_url: str, tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from engine_helpers import ROOT
+
+    driver = ("import argparse, sys; from qsim import worker_cli; p = argparse.ArgumentParser(prog='qsim'); "
+              "s = p.add_subparsers(required=True); worker_cli.register(s); a = p.parse_args(sys.argv[1:]); "
+              "sys.exit(a.func(a))")
+    (tmp_path / "myjobs.py").write_text("async def handle(job):\n    return job.queue\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    base = [sys.executable, "-c", driver, "worker", "myjobs:handle", "--queue", "a", "--queue", "b",
+            "--redis", redis_url]
+    bad = subprocess.run([*base, "--policy", "wrr", "--weight", "a=x"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert bad.returncode == 2 and "--weight must be QUEUE=W" in bad.stderr
+    qa, qb = Queue("a", redis=redis_url), Queue("b", redis=redis_url)
+    qa.add_bulk([("t", {}) for _ in range(5)])
+    qb.add_bulk([("t", {}) for _ in range(5)])
+    p = subprocess.Popen([*base, "--policy", "wrr", "--weight", "a=2"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: qa.counts()["completed"] + qb.counts()["completed"] == 10, timeout=20)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+    assert [r.returnvalue for r in qa.job_records()] == ["a"] * 5
+    assert [r.returnvalue for r in qb.job_records()] == ["b"] * 5
+    qa.close()
+    qb.close()
