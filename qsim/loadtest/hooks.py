@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
+from types import SimpleNamespace
 from typing import Any
 
 import gevent
@@ -32,6 +33,7 @@ from qsim.loadtest.mix import arrival_rates
 from qsim.loadtest.run import LoadTestRun
 from qsim.loadtest.workers import WorkerPool
 from qsim.safety import require_local_or_confirmed
+from qsim.scenario import Scenario
 from qsim.scenarios import load
 
 __all__ = ["register", "run_of"]
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 _RUNS: weakref.WeakKeyDictionary[Environment, LoadTestRun] = weakref.WeakKeyDictionary()
 _POOLS: weakref.WeakKeyDictionary[Environment, WorkerPool] = weakref.WeakKeyDictionary()
+_STARTS: weakref.WeakKeyDictionary[Environment, int] = weakref.WeakKeyDictionary()
 
 
 def run_of(environment: Environment) -> LoadTestRun | None:
@@ -64,33 +67,57 @@ def _refuse(message: str) -> None:
     raise SystemExit(2)
 
 
+def _check(options: Any) -> tuple[LoadTestConfig, Scenario, float]:
+    """The settings, the scenario and its total rate; raises QsimError/ValueError when refused."""
+    config = LoadTestConfig.from_options(options)
+    require_local_or_confirmed(config.redis_url, config.confirmed)
+    scenario = load(config.scenario)
+    return config, scenario, sum(arrival_rates(scenario, config.rate_scale).values())
+
+
+def _decide(options: Any, starts: int) -> None:
+    """Fix what every process of the run must agree on, in the options that Locust sends to its
+    workers: the run id (a new one for each start of the same process: a restart from the web
+    UI must not reuse job ids), the producer users, the arrival window, the spawn rate.
+    ``-u``/``-r``/``-t`` as given on the command line (``qsim_cli``), not Locust's defaults."""
+    cli = dict(getattr(options, "qsim_cli", None) or {})
+    config, scenario, rate = _check(SimpleNamespace(**{**vars(options), **cli, "qsim_producers": None,
+                                                      "qsim_window": None, "run_id": options.qsim_base_run_id}))
+    options.run_id = config.run_id if starts == 0 else f"{config.run_id}-r{starts}"
+    options.qsim_producers = config.producer_count(rate)
+    options.qsim_window = config.run_time if config.run_time is not None else scenario.duration
+    options.qsim_spawn_rate = config.spawn_rate
+    logger.info("qsim load test %s: scenario %s, %.3g jobs/s over %d producer users for %.0f s, Redis %s, "
+                "prefix %s", options.run_id, scenario.name, rate, options.qsim_producers, options.qsim_window,
+                display_url(config.redis_url), config.prefix)
+
+
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     options = environment.parsed_options
     try:
-        config = LoadTestConfig.from_options(options)
-        require_local_or_confirmed(config.redis_url, config.confirmed)
-        scenario = load(config.scenario)
-        rates = arrival_rates(scenario, config.rate_scale)
+        config, _scenario, _rate = _check(options)
     except (QsimError, ValueError) as e:
         _refuse(str(e))
         return
     if options is None or isinstance(runner, WorkerRunner):
-        return  # a worker takes these from the master with its first spawn message
-    # What every process must agree on, decided once (before Locust fills in its
-    # headless defaults for -u/-r) and sent to workers with the custom options.
-    options.run_id = config.run_id or LoadTestConfig.new_run_id()
-    options.qsim_producers = config.producer_count(sum(rates.values()))
-    options.qsim_window = config.run_time if config.run_time is not None else scenario.duration
-    options.qsim_spawn_rate = config.spawn_rate
-    logger.info("qsim load test %s: scenario %s, %.3g jobs/s over %d producer users for %.0f s, Redis %s, "
-                "prefix %s", options.run_id, scenario.name, sum(rates.values()), options.qsim_producers,
-                options.qsim_window, display_url(config.redis_url), config.prefix)
+        return  # a worker takes the shared values from the master with each spawn message
+    # -u/-r/-t as given (Locust fills in headless defaults later)
+    options.qsim_cli = {"num_users": options.num_users, "spawn_rate": options.spawn_rate,
+                        "run_time": options.run_time}
+    options.qsim_base_run_id = config.run_id or LoadTestConfig.new_run_id()
+    _decide(options, 0)
 
 
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
+    options = environment.parsed_options
     try:
-        config = LoadTestConfig.from_options(environment.parsed_options)
+        if options is not None and not isinstance(runner, WorkerRunner) and hasattr(options, "qsim_cli"):
+            starts = _STARTS.get(environment, 0)
+            _STARTS[environment] = starts + 1
+            if starts:
+                _decide(options, starts)  # a restart (web UI): new run id, options as edited there
+        config = LoadTestConfig.from_options(options)
         node = f"-w{runner.worker_index}" if isinstance(runner, WorkerRunner) else ""
         run = LoadTestRun(config, node=node)
         run.connect()
@@ -103,7 +130,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         logger.error("qsim load test cannot start: %s", e)
         environment.process_exit_code = 1
         if runner is not None:
-            gevent.spawn_later(0, runner.quit)
+            headless = bool(getattr(options, "headless", False))
+            gevent.spawn_later(0, runner.quit if headless else runner.stop)
         return
     run.open_window()
     _RUNS[environment] = run

@@ -39,6 +39,12 @@ class ScenarioShape(LoadTestShape):
     def __init__(self) -> None:
         super().__init__()
         self._plan: tuple[int, float, float, float] | None = None
+        self._plan_run: object = None
+
+    def reset_time(self) -> None:
+        """Called by Locust at each start: the options may have changed (web UI)."""
+        super().reset_time()
+        self._plan = None
 
     def plan(self) -> tuple[int, float, float, float]:
         """``(users, spawn_rate, window, drain)`` from the options fixed at init."""
@@ -54,9 +60,11 @@ class ScenarioShape(LoadTestShape):
         return self._plan
 
     def tick(self) -> tuple[int, float] | None:
-        users, spawn, window, drain = self.plan()
         assert self.runner is not None
         run = run_of(self.runner.environment)
+        if run is not self._plan_run:  # test_start may have re-decided the options (a restart)
+            self._plan, self._plan_run = None, run
+        users, spawn, window, drain = self.plan()
         if run is None or run.t0 is None:
             # Before the first start (test_start opens the window) keep asking for the users;
             # a run that could not start has asked the runner to quit already.

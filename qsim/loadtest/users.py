@@ -11,7 +11,9 @@ What the statistics mean (request type / name):
 - ``job`` / ``<job type>``: a job of this run that ended, its response time
   being the job's latency, enqueue -> completion, from the Redis timestamps
   the engine stores (the Summary's ``latency``). A job that went to the
-  dead-letter queue counts as a failure (:class:`JobDead`).
+  dead-letter queue counts as a failure (:class:`JobDead`, grouped by its
+  error), so Locust exits 1 (``--exit-code-on-error 0`` when dead jobs are
+  part of the scenario).
 - ``wait`` / ``<job type>``: enqueue -> start of the first attempt (the
   Summary's ``wait``).
 """
@@ -103,7 +105,7 @@ class ProducerUser(User):
 
 def fire_finished(events: Any, job: Finished) -> None:
     """Report one ended job to Locust: a ``job`` request (latency) and a ``wait`` request."""
-    exc = None if job.outcome == "completed" else JobDead(f"{job.job_id} dead: {job.error or 'no error stored'}")
+    exc = None if job.outcome == "completed" else JobDead(f"dead: {job.error or 'no error stored'}")
     events.request.fire(request_type="job", name=job.type, response_time=job.latency * 1000.0, response_length=0,
                         exception=exc, context={"job_id": job.job_id, "queue": job.queue},
                         start_time=job.enqueued_at)

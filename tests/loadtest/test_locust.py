@@ -122,6 +122,47 @@ def test_two_types_on_two_queues_keep_their_own_rates(redis_url: str, tmp_path: 
             assert q.counts()["completed"] == added
 
 
+@pytest.mark.redis
+def test_dead_letter_jobs_are_job_failures(redis_url: str, tmp_path: Path) -> None:
+    # Given a type whose jobs are poison 40% of the time, retried once after 50 ms
+    path = tmp_path / "poison.toml"
+    path.write_text(textwrap.dedent("""
+        name = "poison"
+        seed = 11
+        duration = 3.0
+        [[queues]]
+        name = "q"
+        [[jobs]]
+        name = "risky"
+        queue = "q"
+        arrival = { kind = "constant", rate = 10.0 }
+        service = { kind = "constant", mean = 0.01 }
+        poison_prob = 0.4
+        attempts = 2
+        backoff = { kind = "fixed", delay = 0.05 }
+        [[pools]]
+        name = "p"
+        queues = ["q"]
+        concurrency = 8
+        """))
+    # When Locust runs the scenario for its own duration (no -t)
+    proc = locust("--scenario", str(path), "--redis-url", redis_url, "--start-workers",
+                  "--csv", str(tmp_path / "run"))
+    # Then the dead jobs are the failures of the job row (so Locust exits 1), and the completed
+    # ones its successes; the adds themselves did not fail
+    assert proc.returncode == 1, explain(proc)
+    rows = stats(tmp_path / "run")
+    added = int(rows[("enqueue", "risky")]["Request Count"])
+    assert abs(added - 30) <= COUNT_SLACK and int(rows[("enqueue", "risky")]["Failure Count"]) == 0
+    with Queue("q", redis=redis_url) as q:
+        counts = q.counts()
+    job = rows[("job", "risky")]
+    assert 0 < counts["dead"] < added, counts
+    assert int(job["Failure Count"]) == counts["dead"]
+    assert int(job["Request Count"]) == counts["dead"] + counts["completed"] == added
+    assert "JobDead" in (tmp_path / "run_failures.csv").read_text()
+
+
 def test_a_non_local_redis_is_refused_without_the_flag(tmp_path: Path) -> None:
     # Given a Redis URL that is not on this machine (a non-routable address: never connected to)
     url = "redis://10.255.255.1:6379/0"
