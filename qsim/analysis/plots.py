@@ -4,8 +4,8 @@ Every function returns a :class:`matplotlib.figure.Figure` built without
 pyplot (nothing global, safe in a process pool or a CLI); a notebook shows it
 as the last expression of a cell, the CLI saves it with ``fig.savefig``.
 
-- :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time` and
-  :func:`service_time_tail` read one run's records;
+- :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time`,
+  :func:`service_time_tail` and :func:`drain_times` read one run's records;
 - :func:`sweep_metric` and :func:`model_vs_theory` read the points of
   :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
@@ -29,8 +29,8 @@ from qsim.analysis.theory import predict
 from qsim.errors import TheoryNotApplicable
 from qsim.scenario import Scenario
 
-__all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "sweep_metric",
-           "model_theory_table", "model_vs_theory"]
+__all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
+           "sweep_metric", "model_theory_table", "model_vs_theory"]
 
 Point = Mapping[str, Any]
 _METRIC = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*$")
@@ -111,7 +111,7 @@ def wait_over_time(jobs: pd.DataFrame, *, bins: int = 30, quantile: float = 0.95
 
 def service_time_tail(jobs: pd.DataFrame, *, quantile: float = 0.999, grace: float | None = None,
                       title: str = "Service time tail by job type") -> Figure:
-    """Survival function ``P(T > t)`` of each type's run time (start -> finish), log scale.
+    """Survival function ``P(T >= t)`` of each type's run time (start -> finish), log scale.
 
     Marks each type's ``quantile`` and, when given, the ``grace`` period: a
     job running when SIGTERM arrives is cut off if it needs longer than that.
@@ -126,17 +126,55 @@ def service_time_tail(jobs: pd.DataFrame, *, quantile: float = 0.999, grace: flo
         t = np.sort((group["finished"] - group["started"]).to_numpy(float))
         if t.size == 0:
             continue
-        sf = 1.0 - np.arange(1, t.size + 1) / t.size
-        keep = sf > 0  # the last point (P = 0) has no place on a log axis
+        sf = (t.size - np.arange(t.size)) / t.size  # P(T >= t): no zero, so the longest job shows on a log axis
         q = float(np.quantile(t, quantile))
-        line: Any = ax.step(t[keep], sf[keep], where="post",
-                            label=f"{name} (p{quantile * 100:g} {q:.3g} s, n={t.size})")[0]
+        line: Any = ax.step(t, sf, where="post", label=f"{name} (p{quantile * 100:g} {q:.3g} s, n={t.size})")[0]
         ax.axvline(q, color=line.get_color(), linestyle=":", linewidth=0.8)
     if grace is not None:
         ax.axvline(grace, color="black", linewidth=1.2, label=f"grace {grace:g} s")
     ax.set_yscale("log")
     ax.set_xlabel("run time (s)")
-    ax.set_ylabel("P(run time > t)")
+    ax.set_ylabel("P(run time >= t)")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def drain_times(drains: pd.DataFrame, *, grace: Sequence[float] = (), quantile: float = 0.999,
+                title: str = "Graceful shutdown: time to drain") -> Figure:
+    """Survival function of the time from SIGTERM to drained, one curve per pool, log scale.
+
+    ``drains`` is the model's ``records.extra["drains"]`` (``pool``,
+    ``signalled_at``, ``drained_at``, ``cut_off_at``, ...). A process that was
+    cut off counts with its time to the cut-off (at least that long). Each
+    value in ``grace`` gets a vertical line labelled with the share of
+    shutdowns that took longer: the share that grace period would cut off.
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    several = drains["pool"].nunique() > 1
+    for pool, group in drains.groupby("pool", sort=True):
+        end = group["drained_at"].fillna(group["cut_off_at"])
+        t = np.sort((end - group["signalled_at"]).to_numpy(float))
+        if t.size == 0:
+            continue
+        cut = int(group["drained_at"].isna().sum())
+        sf = (t.size - np.arange(t.size)) / t.size  # P(D >= t), as in service_time_tail
+        q = float(np.quantile(t, quantile))
+        note = f", {cut} cut off" if cut else ""
+        line: Any = ax.step(t, sf, where="post", label=f"{pool}: p{quantile * 100:g} {q:.3g} s (n={t.size}{note})")[0]
+        ax.axvline(q, color=line.get_color(), linestyle=":", linewidth=0.8)
+        of = f" ({pool})" if several else ""
+        for g in grace:
+            longer = float((t > g).mean())
+            ax.axvline(g, color="black", linestyle="--", linewidth=1,
+                       label=f"grace {g:g} s: {longer:.2%} of shutdowns longer{of}")
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds from SIGTERM to drained")
+    ax.set_ylabel("P(drain >= t)")
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()

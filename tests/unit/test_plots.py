@@ -148,7 +148,8 @@ def test_service_time_tail_marks_the_quantile_and_the_grace_period() -> None:
     assert labels(fig)[-1] == "grace 1200 s"
     assert fig.axes[0].get_yscale() == "log"
     curve = fig.axes[0].get_lines()[0]
-    assert min(curve.get_ydata()) > 0  # P = 0 has no place on a log axis
+    assert min(curve.get_ydata()) == pytest.approx(1 / 1000)  # P(T >= longest) > 0: it shows on a log axis
+    assert max(curve.get_xdata()) == 1000.0
     with pytest.raises(ValueError, match="quantile"):
         plots.service_time_tail(jobs, quantile=1.0)
 
@@ -157,3 +158,35 @@ def test_existing_plots_still_return_figures() -> None:
     result = simulate(two_types())
     assert isinstance(plots.queue_depth(result.timeseries), Figure)
     assert isinstance(plots.wait_distribution(result.jobs), Figure)
+
+
+def test_drain_times_gives_the_share_each_grace_period_cuts_off() -> None:
+    # Given ten shutdowns of one pool: nine drained after 1..9 s, one cut off at 30 s
+    drains = pd.DataFrame({"pool": ["p"] * 10, "process": [f"p-{i}" for i in range(10)],
+                           "signalled_at": np.full(10, 100.0),
+                           "drained_at": [100.0 + i for i in range(1, 10)] + [math.nan],
+                           "cut_off_at": [math.nan] * 9 + [130.0], "jobs_cut_off": [0] * 9 + [1],
+                           "active_at_signal": [1] * 10})
+    # When two grace periods are drawn
+    fig = plots.drain_times(drains, grace=(5.0, 30.0), quantile=0.9)
+    # Then each says how many shutdowns took longer, and the cut-off one is counted at its cut-off
+    texts = labels(fig)
+    assert texts[0].startswith("p: p90") and "n=10, 1 cut off" in texts[0]
+    assert texts[1] == "grace 5 s: 50.00% of shutdowns longer"
+    assert texts[2] == "grace 30 s: 0.00% of shutdowns longer"
+    assert max(fig.axes[0].get_lines()[0].get_xdata()) == 30.0
+    assert fig.axes[0].get_yscale() == "log"
+
+
+def test_drain_times_reads_the_models_drains() -> None:
+    scenario = Scenario.from_dict({
+        "name": "drain", "seed": 1, "duration": 60.0,
+        "queues": [{"name": "q"}],
+        "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 2.0},
+                  "service": {"kind": "exponential", "mean": 3.0}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 4, "concurrency": 2}],
+        "events": [{"at": 20.0, "kind": "sigterm", "pool": "p", "count": 2, "grace": 5.0}],
+    })
+    drains = simulate(scenario).records.extra["drains"]
+    fig = plots.drain_times(drains, grace=(5.0,))
+    assert "n=2" in labels(fig)[0]
