@@ -313,3 +313,44 @@ def test_handlers_that_hang_past_their_timeout_are_cut_off(redis_url: str) -> No
         await q.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("queues", [["q"], ["q", "r"]], ids=["one-queue", "two-queues-priority"])
+@pytest.mark.parametrize("kind", ["string", "list"])
+def test_a_job_key_of_another_type_is_dead_lettered_and_no_other_job_is_lost(
+    redis_url: str, redis_client: redis.Redis, queues: list[str], kind: str
+) -> None:
+    # Given a batch of jobs where one job's key was overwritten by hand with a string or a list
+    qs = [Queue(name, redis=redis_url) for name in queues]
+    for q in qs:
+        q.add_bulk([("t", {"i": i}, {"job_id": f"{q.name}{i}"}) for i in range(8)])
+    bad = qs[0].keys.job("q2")
+    redis_client.delete(bad)
+    if kind == "string":
+        redis_client.set(bad, "overwritten")
+    else:
+        redis_client.rpush(bad, "a", "b")
+
+    async def main() -> None:
+        async def handler(job: Job) -> int:
+            return int(job.data["i"])
+
+        w = Worker(queues, handler, redis=redis_url, concurrency=8, batch_size=8, **FAST)
+        task = asyncio.ensure_future(w.run())
+        deadline = time.monotonic() + 10
+        while sum(q.counts()["completed"] + q.counts()["dead"] for q in qs) < 8 * len(qs):
+            assert time.monotonic() < deadline, [q.counts() for q in qs]
+            await asyncio.sleep(0.02)
+        assert not task.done()
+        await w.close()
+
+    asyncio.run(main())
+    # Then that job is in the DLQ with a clear error, its value kept aside, and every other job completed
+    (dead,) = qs[0].dead()
+    assert dead.id == "q2" and dead.error is not None and f"held a {kind}, not a hash" in dead.error
+    assert redis_client.type(bad + ":corrupt") == kind
+    assert sum(q.counts()["completed"] for q in qs) == 8 * len(qs) - 1
+    assert all(r.stalled == 0 for q in qs for r in q.job_records())  # nothing was dropped and recovered late
+    assert qs[0].purge_dead() == 1
+    for q in qs:
+        q.close()

@@ -93,12 +93,14 @@ local function window_wait(q, zk)
 end
 
 local function ready_ms(q, id)
-  local f = redis.call('HMGET', q.prefix .. id, 'enqueued_at', 'delay')
-  return (tonumber(f[1] or '0') + tonumber(f[2] or '0')) * 1000
+  local f = redis.pcall('HMGET', q.prefix .. id, 'enqueued_at', 'delay')
+  if f.err then return 0 end  -- not a hash: start() sends it to the DLQ
+  return ((tonumber(f[1]) or 0) + (tonumber(f[2]) or 0)) * 1000
 end
 
 local function key_state(q, id)
-  local d = redis.call('HGET', q.prefix .. id, 'data')
+  local d = redis.pcall('HGET', q.prefix .. id, 'data')
+  if type(d) ~= 'string' then d = nil end  -- missing, or not a hash
   local ok, obj = pcall(cjson.decode, d or 'null')
   local v = ''
   if ok and type(obj) == 'table' then
@@ -159,8 +161,19 @@ local out = {{-1}}
 local k = 0
 local function start(q, i, id, s)
   local jk = q.prefix .. id
-  local f = redis.call('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at',
+  local f = redis.pcall('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at',
     'enqueued_at')
+  if f.err then
+    -- The job key holds another type (written by hand). An error here would abort the script after
+    -- ZPOPMIN and lose the rest of the batch: keep the value aside and dead-letter the job instead.
+    local typ = redis.call('TYPE', jk).ok
+    redis.call('RENAME', jk, jk .. ':corrupt')
+    redis.call('HSET', jk, 'name', '', 'data', '', 'state', 'dead', 'finished_at', now_s, 'attempts_made', 0,
+      'max_attempts', 1, 'error', 'PayloadError: job hash is corrupt: the job key held a ' .. typ ..
+      ', not a hash (moved to ' .. jk .. ':corrupt)')
+    redis.call('ZADD', string.sub(q.prefix, 1, -5) .. 'dead', now_ms, id)
+    return
+  end
   if not (f[1] or redis.call('EXISTS', jk) == 1) then return end
   local waited = ''
   if not f[7] and tonumber(f[8] or '') then
