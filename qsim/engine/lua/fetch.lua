@@ -159,6 +159,7 @@ end
 
 local out = {{-1}}
 local k = 0
+local touched = {}  -- rate-limit ZSETs written: their expiry is renewed once at the end
 local function start(q, i, id, s)
   local jk = q.prefix .. id
   local f = redis.pcall('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at',
@@ -197,7 +198,7 @@ local function start(q, i, id, s)
       s.room = s.room - 1
     end
     redis.call('ZADD', zk, now_us, tok)
-    redis.call('PEXPIRE', zk, math.ceil(q.rper / 1000) + 1000)
+    touched[zk] = math.ceil(q.rper / 1000) + 1000
   end
   out[k + 1] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0', tostring(i), waited}
 end
@@ -261,6 +262,7 @@ while k < n and not plain1 do
   q.c = nil
 end
 
+for zk, ms in pairs(touched) do redis.call('PEXPIRE', zk, ms) end
 if wrr then
   local hs = {}
   for i = 1, Q do
