@@ -20,5 +20,5 @@ PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 
 notebooks=()
-if compgen -G "notebooks/*.ipynb" >/dev/null; then notebooks=(--nbmake notebooks); fi
+if compgen -G "notebooks/*.ipynb" >/dev/null; then notebooks=(--nbmake tests notebooks); fi
 exec "$PYTHON" -m pytest "${notebooks[@]}" "$@"
