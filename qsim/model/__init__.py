@@ -12,27 +12,20 @@ One module per mechanism:
 
 - :mod:`~qsim.model.arrivals` — seeded per-type random streams, drawing every job, feeding arrivals;
 - :mod:`~qsim.model.queues` — waiting lines (priority, FIFO within a level), per-queue gates;
-- :mod:`~qsim.model.limits` — gates: the global per-queue concurrency limit;
-- :mod:`~qsim.model.dispatch` — pools, slots, policies (priority, ordered, smooth WRR);
+- :mod:`~qsim.model.limits` — gates: the global per-queue concurrency limit, the sliding-window rate limit;
+- :mod:`~qsim.model.dispatch` — pools, slots, policies (priority, ordered, smooth WRR), priority aging;
+- :mod:`~qsim.model.draws` — every attempt's service time and failure (shared with the engine harness);
+- :mod:`~qsim.model.retries` — failures, timeouts, backoff, the dead-letter queue;
+- :mod:`~qsim.model.attempts` — the per-attempt log;
+- :mod:`~qsim.model.events` — crashes and stalled recovery, graceful shutdown (drain records), scale-up;
+- :mod:`~qsim.model.flows` — flows (waiting-children) and fan-out;
 - :mod:`~qsim.model.state` — the central columnar per-job table;
 - :mod:`~qsim.model.timeseries` — queue depth and active jobs over time;
-- :mod:`~qsim.model.support` — what the model cannot run yet;
+- :mod:`~qsim.model.support` — what the model cannot run (nested children);
 - :mod:`~qsim.model.run` — the wiring (:class:`Model`: enqueue, start_attempt,
   attempt_ended, settle) and :func:`simulate`.
 
-Where later mechanisms plug in (see :mod:`qsim.model.run`):
-
-- retries / DLQ / timeouts: set ``Model.attempt_result(job, slot, now)``; it
-  settles the job (``Model.settle(job, COMPLETED | DEAD, now)``) or re-enqueues
-  it after a backoff (``Model.enqueue``); draw from ``stream(seed, type,
-  "failure" | "backoff" | "retry_service")``; keep attempt rows and feed them to
-  ``Model.timeseries_changes``;
-- rate limits: a new gate in :mod:`~qsim.model.limits` that reopens its queue
-  from a timer (``Queues.refresh(q)`` then ``Dispatcher.offer(q)``);
-- crashes, stalls, SIGTERM drain: generator processes on ``Model.env`` that
-  cancel attempts (``running[slot] = -1``), retire slots and put jobs back with
-  ``Model.enqueue``;
-- fan-out and flows: ``JobTable.add`` children, then ``Model.enqueue`` them.
+How the mechanisms plug into the core: see :mod:`qsim.model.run` ("Core and full runs").
 """
 
 from qsim.model.arrivals import JobDraws, draw_jobs, stream

@@ -25,12 +25,38 @@ Everything per job lives in :class:`~qsim.model.state.JobTable` (columns, no
 object per job); gates (:mod:`~qsim.model.limits`) close and reopen queues;
 the dispatcher (:mod:`~qsim.model.dispatch`) owns the free slots.
 
+Core and full runs: a scenario that uses nothing beyond pools, priorities,
+policies and the concurrency limit runs the lean core path above (one
+attempt per job; its attempts table is derived from the job table). Any
+other mechanism (:func:`needs_full`) switches the model to the *full* path
+(``_enqueue_full``, ``_start_full``, ``_ended_full``): every enqueue is logged
+for the time series, every attempt in an :class:`~qsim.model.attempts.AttemptLog`,
+and the mechanisms plug in:
+
+- :mod:`~qsim.model.draws` — each attempt's service time and failure flag,
+  the very draws the engine harness plans;
+- :mod:`~qsim.model.retries` — ``attempt_result``: ok, failed, timeout
+  (an attempt is scheduled to end at ``min(service, timeout)``), backoff,
+  the DLQ;
+- :mod:`~qsim.model.limits` — the sliding-window rate limit (a gate with a
+  timer); :mod:`~qsim.model.dispatch` — priority aging;
+- :mod:`~qsim.model.events` — sigkill (stalled recovery), sigterm (drain,
+  cut-off, hand-back), start (new processes and slots); retired slots never
+  rejoin their pool;
+- :mod:`~qsim.model.flows` — ``on_settle``: flow parents in
+  waiting-children, fan-out children;
+- ``fetch_overhead``: each attempt's handler starts that long after its slot
+  took the job (the slot is held meanwhile).
+
 Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
 no workers), it stops at the horizon ``duration + (total service time of all
 jobs) + 1 s`` — by then even a single slot working from ``duration`` on would
 have finished every job — and jobs not done are ``unfinished`` (their
-``finished`` is NaN; a job running at the horizon keeps its ``started``).
+``finished`` is NaN; a job running at the horizon keeps its ``started``). A
+full run's horizon adds every planned attempt (capped by its timeout) and its
+overhead, every backoff, the rate limits' pace, and each event's grace or
+lock + stalled interval, after the last event.
 """
 
 from __future__ import annotations

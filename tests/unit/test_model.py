@@ -622,3 +622,22 @@ def test_pools_sharing_a_queue_act_like_one_pool_of_all_their_slots() -> None:
     whole = scenario(duration=500.0, jobs=job, pools=[{"name": "p", "queues": ["q"], "workers": 5}])
     pd.testing.assert_series_equal(_starts(split), _starts(whole))
     assert simulate(split).jobs["worker"].str.startswith("p2").mean() > 0.2
+
+
+# --------------------------------------------------------------------------- the built-in workshop
+
+
+def test_the_workshop_tells_the_seed_story() -> None:
+    from qsim.scenarios import builtin
+
+    r = simulate(builtin("workshop"))
+    att = r.records.attempts
+    # at most four in the back room although six hands are free to work
+    ev = pd.concat([pd.DataFrame({"t": att["start"], "d": 1}), pd.DataFrame({"t": att["end"], "d": -1})])
+    assert ev.sort_values(["t", "d"])["d"].cumsum().max() == 4 and r.records.slots == ((0.0, 6),)
+    # the bent slips fail every try and go to the problem tray after three; the tally shows one
+    bent = r.jobs[r.jobs["type"] == "bent-slip"]
+    assert (bent["outcome"] == "dead").all() and (bent["attempts"] == 3).all() and len(bent) == 2
+    assert r.summary["jobs"]["dead"] == 1 and r.summary["by_type"]["bent-slip"]["dead"] == 1
+    assert r.summary["jobs"]["completed"] == r.summary["by_type"]["cut"]["completed"] > 500
+    assert r.summary["jobs"]["lost"] == 0
