@@ -72,8 +72,8 @@ def test_worker_metrics_count_every_job_and_read_queue_depth(redis_url: str) -> 
         assert one(m, "qsim_jobs_failed_total", queue="orders", job="bent") == 10
         assert one(m, "qsim_jobs_retried_total", queue="orders", job="bent") == 5
         assert one(m, "qsim_jobs_dead_total", queue="orders", job="bent") == 5
-        assert "qsim_jobs_completed_total" not in m or (("job", "bent"), ("queue", "orders")) not in m[
-            "qsim_jobs_completed_total"]
+        assert one(m, "qsim_jobs_completed_total", queue="orders", job="bent") == 0
+        assert one(m, "qsim_jobs_dead_total", queue="orders", job="cut") == 0
         # one duration sample per attempt, 10 ms each for the good ones
         assert one(m, "qsim_job_duration_seconds_count", queue="orders", job="cut") == 25
         assert one(m, "qsim_job_duration_seconds_count", queue="orders", job="bent") == 10
@@ -141,11 +141,18 @@ def test_two_workers_have_separate_registries(redis_url: str) -> None:
     async def noop(job: Job) -> None:
         return None
 
-    a = WorkerMetrics(Worker("a", noop, redis=redis_url), queue_stats=False)
-    b = WorkerMetrics(Worker("b", noop, redis=redis_url), queue_stats=False)
-    a.completed.labels("a", "t").inc()
+    wa, wb = Worker("a", noop, redis=redis_url), Worker("b", noop, redis=redis_url)
+    a, b = WorkerMetrics(wa, queue_stats=False), WorkerMetrics(wb, queue_stats=False)
+    job = Job("1", "t", None, 1, "a", 1, 0.0, None, "tok", wa)
+    job.wait = 0.02
+    asyncio.run(wa.handler(job))
+    wa._emitter.emit("completed", job, None)
     assert a.registry.get_sample_value("qsim_jobs_completed_total", {"queue": "a", "job": "t"}) == 1
+    assert a.registry.get_sample_value("qsim_job_wait_seconds_bucket", {"queue": "a", "job": "t", "le": "0.01"}) == 0
+    assert a.registry.get_sample_value("qsim_job_wait_seconds_bucket", {"queue": "a", "job": "t", "le": "0.025"}) == 1
+    assert a.registry.get_sample_value("qsim_job_wait_seconds_sum", {"queue": "a", "job": "t"}) == 0.02
     assert b.registry.get_sample_value("qsim_jobs_completed_total", {"queue": "a", "job": "t"}) is None
+    assert b.registry.get_sample_value("qsim_jobs_stalled_total", {"queue": "b"}) == 0
 
 
 def test_cli_worker_serves_metrics(redis_url: str, tmp_path: Any) -> None:
@@ -181,12 +188,11 @@ def test_grafana_dashboard_charts_only_metrics_the_worker_exports(redis_url: str
     async def noop(job: Job) -> None:
         return None
 
-    m = WorkerMetrics(Worker("orders", noop, redis=redis_url))
-    for c in (m.completed, m.failed, m.retried, m.dead):
-        c.labels("orders", "t").inc()
-    m.stalled.labels("orders").inc()
-    m.duration.labels("orders", "t").observe(0.1)
-    m.wait.labels("orders", "t").observe(0.1)
+    w = Worker("orders", noop, redis=redis_url)
+    m = WorkerMetrics(w)
+    job = Job("1", "t", None, 1, "orders", 1, 0.0, None, "tok", w)
+    job.wait = 0.1
+    asyncio.run(w.handler(job))
     exported = {s.name for fam in m.registry.collect() for s in fam.samples}
     m.close()
     dash = json.loads((ROOT / "benchmarks" / "grafana-dashboard.json").read_text())
