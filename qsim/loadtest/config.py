@@ -13,6 +13,7 @@ argument                       environment variable               meaning
 ``--i-know-this-is-not-local`` ``QSIM_I_KNOW_THIS_IS_NOT_LOCAL``  allow a non-loopback Redis (staging)
 ``--qsim-prefix P``            ``QSIM_PREFIX``                    key prefix of the queues (default ``qsim``, the engine's)
 ``--rate-scale X``             ``QSIM_RATE_SCALE``                multiply every arrival rate (default 1)
+``--pacing constant|poisson``  ``QSIM_PACING``                    gaps between one producer's adds (default constant)
 ``--drain S``                  ``QSIM_DRAIN``                     seconds to keep observing after arrivals stop (default 10)
 ``--start-workers``            ``QSIM_START_WORKERS``             start the scenario's pools as local processes
 ``--run-id ID``                ``QSIM_RUN_ID``                    job-id prefix of this run (default: random)
@@ -29,12 +30,16 @@ from typing import Any
 
 from qsim.safety import CONFIRM_OPTION
 
-__all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER"]
+__all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER",
+           "PACINGS"]
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_SCENARIO = "workshop"
 #: Without ``-u``, enough producer users that none adds more than this many jobs per second.
 MAX_RATE_PER_PRODUCER = 20.0
+
+#: How a producer spaces its adds.
+PACINGS = ("constant", "poisson")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_:-]{1,40}$")
 
@@ -53,6 +58,9 @@ def add_arguments(parser: Any) -> None:
                    help="key prefix of the scenario's queues (default qsim, the engine's default)")
     g.add_argument("--rate-scale", env_var="QSIM_RATE_SCALE", type=float, default=1.0,
                    help="multiply every arrival rate of the scenario (default 1)")
+    g.add_argument("--pacing", env_var="QSIM_PACING", choices=PACINGS, default="constant",
+                   help="gaps between one producer's adds: constant (n/rate) or poisson (exponential, mean n/rate: "
+                        "all producers together then form a Poisson process of the total rate)")
     g.add_argument("--drain", env_var="QSIM_DRAIN", type=float, default=10.0,
                    help="seconds to keep observing completions after arrivals stop (default 10)")
     g.add_argument("--start-workers", env_var="QSIM_START_WORKERS", action="store_true", default=False,
@@ -71,6 +79,7 @@ class LoadTestConfig:
         confirmed: Whether a non-local Redis was confirmed (:data:`qsim.safety.CONFIRM_OPTION`).
         prefix: Key prefix of the queues (the scenario's queue names under it).
         rate_scale: Factor on every arrival rate.
+        pacing: ``constant`` or ``poisson`` gaps between one producer's adds.
         drain: Seconds to keep observing completions after the arrival window.
         start_workers: Start the scenario's pools as local processes.
         run_id: Prefix of every job id this run adds; the observer reports only these jobs.
@@ -84,6 +93,7 @@ class LoadTestConfig:
     confirmed: bool = False
     prefix: str = "qsim"
     rate_scale: float = 1.0
+    pacing: str = "constant"
     drain: float = 10.0
     start_workers: bool = False
     run_id: str = ""
@@ -94,6 +104,8 @@ class LoadTestConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.rate_scale, (int, float)) or not math.isfinite(self.rate_scale) or self.rate_scale <= 0:
             raise ValueError(f"--rate-scale must be a number > 0, got {self.rate_scale!r}")
+        if self.pacing not in PACINGS:
+            raise ValueError(f"--pacing must be one of {', '.join(PACINGS)}, got {self.pacing!r}")
         if not isinstance(self.drain, (int, float)) or not self.drain >= 0:
             raise ValueError(f"--drain must be >= 0 seconds, got {self.drain!r}")
         if self.run_id and not _RUN_ID.match(self.run_id):
@@ -117,6 +129,7 @@ class LoadTestConfig:
             confirmed=bool(opt("i_know_this_is_not_local", False)),
             prefix=opt("qsim_prefix", "qsim"),
             rate_scale=float(opt("rate_scale", 1.0)),
+            pacing=opt("pacing", "constant"),
             drain=float(opt("drain", 10.0)),
             start_workers=bool(opt("start_workers", False)),
             run_id=opt("run_id", ""),

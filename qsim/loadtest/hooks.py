@@ -8,10 +8,12 @@
   line naming the problem and exits with code 2. The master (or the single
   process) also fixes what every process must agree on: the run id, the
   number of producer users and the arrival window.
-- ``test_start``: connects, starts the local worker pools if
-  ``--start-workers`` (and waits until they run), then opens the arrival
-  window: the users start only after this.
-- ``test_stop``: stops the local pools and logs what Redis holds.
+  With ``--start-workers`` it starts the scenario's pools as local processes
+  and waits until they run (stopped at ``quitting``).
+- ``test_start``: connects, then opens the arrival window: the users start
+  only after this.
+- ``test_stop``: logs what was added and observed, and what Redis holds.
+- ``quitting``: stops the local pools.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def register(events: Any) -> None:
     events.init.add_listener(_on_init)
     events.test_start.add_listener(_on_test_start)
     events.test_stop.add_listener(_on_test_stop)
+    events.quitting.add_listener(_on_quitting)
 
 
 def _refuse(message: str) -> None:
@@ -95,7 +98,7 @@ def _decide(options: Any, starts: int) -> None:
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     options = environment.parsed_options
     try:
-        config, _scenario, _rate = _check(options)
+        config, scenario, _rate = _check(options)
     except (QsimError, ValueError) as e:
         _refuse(str(e))
         return
@@ -106,6 +109,18 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
                         "run_time": options.run_time}
     options.qsim_base_run_id = config.run_id or LoadTestConfig.new_run_id()
     _decide(options, 0)
+    if config.start_workers:
+        # Up before any test starts (a master's workers would otherwise add jobs while the
+        # pools boot), and kept for every run of this process: stopped when Locust quits.
+        pool = WorkerPool(scenario, config.redis_url, prefix=config.prefix, run_id=options.qsim_base_run_id)
+        _POOLS[environment] = pool
+        try:
+            pool.start()
+            pool.wait_ready()
+        except (QsimError, OSError) as e:
+            pool.stop(timeout=5.0)
+            sys.stderr.write(f"qsim load test: could not start the worker pools: {e}\n")
+            raise SystemExit(1) from e
 
 
 def _on_test_start(environment: Environment, **_: Any) -> None:
@@ -121,11 +136,6 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         node = f"-w{runner.worker_index}" if isinstance(runner, WorkerRunner) else ""
         run = LoadTestRun(config, node=node)
         run.connect()
-        if config.start_workers and not isinstance(runner, WorkerRunner):
-            pool = WorkerPool(run.scenario, config.redis_url, prefix=config.prefix, run_id=run.run_id)
-            _POOLS[environment] = pool
-            pool.start()
-            pool.wait_ready()
     except (QsimError, ValueError, OSError) as e:
         logger.error("qsim load test cannot start: %s", e)
         environment.process_exit_code = 1
@@ -137,11 +147,14 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     _RUNS[environment] = run
 
 
-def _on_test_stop(environment: Environment, **_: Any) -> None:
+def _on_quitting(environment: Environment, **_: Any) -> None:
     pool = _POOLS.pop(environment, None)
     if pool is not None:
         codes = pool.stop()
         logger.info("worker processes stopped: %s", codes)
+
+
+def _on_test_stop(environment: Environment, **_: Any) -> None:
     run = _RUNS.pop(environment, None)
     if run is None:
         return

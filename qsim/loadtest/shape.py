@@ -10,8 +10,8 @@ scenario says:
 - for the arrival window (``-t``, or the scenario's ``duration``), counted from
   the moment the window opened (after ``--start-workers`` pools are up);
 - then up to ``--drain`` seconds more, so the jobs still queued or running
-  finish and their latencies are reported (a single process stops as soon as
-  every job it added has been seen to end);
+  finish and their latencies are reported (it stops as soon as every job
+  added has been seen to end: a master knows it from its workers' statistics);
 - then ``None``: the test stops (and a headless run quits).
 
 Locust ticks a shape once a second, so the test ends up to a second after
@@ -24,9 +24,11 @@ import math
 from typing import Any
 
 from locust import LoadTestShape
+from locust.runners import MasterRunner
 
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.hooks import run_of
+from qsim.loadtest.run import LoadTestRun
 
 __all__ = ["ScenarioShape"]
 
@@ -74,6 +76,17 @@ class ScenarioShape(LoadTestShape):
         elapsed = run.elapsed()
         if elapsed < window:
             return users, spawn
-        if elapsed < window + drain and not run.all_finished():
+        if elapsed < window + drain and not self.all_ended(run):
             return users, spawn
         return None
+
+    def all_ended(self, run: LoadTestRun) -> bool:
+        """Every job added has been reported ended: by this process's own count, or on a
+        master (whose workers add and observe) by the ``enqueue`` and ``job`` statistics
+        the workers reported."""
+        if not isinstance(self.runner, MasterRunner):
+            return run.all_finished()
+        entries = self.runner.stats.entries
+        added = sum(e.num_requests - e.num_failures for (_, kind), e in entries.items() if kind == "enqueue")
+        ended = sum(e.num_requests for (name, kind), e in entries.items() if kind == "job" and name in run.rates)
+        return added > 0 and ended >= added

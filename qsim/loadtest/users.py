@@ -55,12 +55,14 @@ def _run(user: User) -> LoadTestRun:
 
 
 class ProducerUser(User):
-    """Adds jobs of the scenario's types at the scenario's rates (constant pacing).
+    """Adds jobs of the scenario's types at the scenario's rates (constant pacing by default).
 
     Each of the ``n`` producer users adds one job every ``n / total rate``
     seconds on a fixed schedule (no drift: an add that took long shortens the
     next wait), starting at a random phase so the adds of all users spread
-    evenly; the type of each job is picked by smooth weighted round-robin over
+    evenly. With ``--pacing poisson`` the gaps are exponential with that mean
+    instead, so all producers together add a Poisson stream of the total
+    rate, like a ``poisson`` arrival in the model. The type of each job is picked by smooth weighted round-robin over
     the types' rates. Adds happen only inside the arrival window (``-t`` or the
     scenario's duration); afterwards the user idles until the test stops.
 
@@ -72,15 +74,20 @@ class ProducerUser(User):
     def on_start(self) -> None:
         self.run = _run(self)
         self.mix = JobMix(self.run.rates)
+        self._poisson = self.run.config.pacing == "poisson"
         assert self.run.t0 is not None
-        self._due = self.run.t0 + random.uniform(0.0, self.run.interval)
+        first = self._gap() if self._poisson else random.uniform(0.0, self.run.interval)
+        self._due = self.run.t0 + first
         self._catch_up(time.monotonic())
         gevent.sleep(max(0.0, self._due - time.monotonic()))
+
+    def _gap(self) -> float:
+        return random.expovariate(1.0 / self.run.interval) if self._poisson else self.run.interval
 
     def _catch_up(self, now: float) -> None:
         if self._due < now - MAX_LAG:
             missed = int((now - self._due) / self.run.interval)
-            self._due += missed * self.run.interval
+            self._due += missed * self.run.interval  # the mean gap, for either pacing
             logger.warning("producer %s is %d adds behind its schedule: skipped them (add producers with -u)",
                            id(self), missed)
 
@@ -88,7 +95,7 @@ class ProducerUser(User):
         now = time.monotonic()
         if not self.run.window_open(self._due):
             return 1.0
-        self._due += self.run.interval
+        self._due += self._gap()
         self._catch_up(now)
         return max(0.0, self._due - now)
 
