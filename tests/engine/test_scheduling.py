@@ -435,7 +435,7 @@ def test_idle_multi_queue_worker_blocks_and_a_rate_held_worker_does_not_spin(red
                 await asyncio.sleep(0.002)
         info = await qb.get_job(job.id)
         assert info.started_at is not None and info.enqueued_at is not None
-        assert info.started_at - info.enqueued_at < 0.05
+        assert info.started_at - info.enqueued_at < 0.2  # blocked on b's marker, not polling
         # And with queue a held by its rate limit (2 per 1.5 s), the worker waits without fetching in between
         await qa.set_rate_limit(2, 1.5)
         await qa.add_bulk([("t", {}) for _ in range(3)])
@@ -450,7 +450,7 @@ def test_idle_multi_queue_worker_blocks_and_a_rate_held_worker_does_not_spin(red
         # fetch), not a retry loop (which would make hundreds)
         assert _evals(r) - before <= 12
         recs = sorted(await qa.job_records(), key=lambda x: x.started_at or 0)
-        assert 1.5 <= recs[2].started_at - recs[0].started_at < 1.6  # type: ignore[operator]
+        assert 1.5 <= recs[2].started_at - recs[0].started_at < 1.8  # type: ignore[operator]
         await w.close()
         await task
         await qa.close()
