@@ -7,7 +7,7 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     priority        int, lower first      delay         initial delay (s)
     max_attempts    int                   backoff       Backoff JSON or ""
     timeout         per-attempt seconds (0 = none)
-    state           waiting | delayed | active | completed | dead
+    state           waiting | delayed | active | completed | dead | waiting_children
     enqueued_at     when add() ran        started_at    start of the first attempt
     attempt_started start of the current/last attempt
     finished_at     completion or death   worker        worker id of the last attempt
@@ -19,11 +19,17 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     progress        last progress (JSON)
     log             one "start,end,outcome,worker;" entry per attempt;
                     outcome: completed | failed | stalled | released
+
+Flows (see :mod:`qsim.engine.flow`): a child has ``parent`` (the parent's id),
+``parent_base`` (the parent queue's key base) and ``parent_policy`` (fail |
+ignore); a parent has ``pending_children`` (children not finished) and, once a
+"fail" child died, ``child_failed`` ("<queue>:<id>: <error>").
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -79,6 +85,15 @@ def _log(text: str | None) -> list[Attempt]:
         return []
 
 
+def _parent_ref(pid: str | None, base: str | None) -> str | None:
+    """``"<queue>:<id>"`` of a flow child's parent, from its key base ``p:{q}:`` or ``p:{group}:q:``."""
+    if not pid:
+        return None
+    b = base or ""
+    m = re.search(r"\}:([^:]+):$", b) or re.search(r"\{([^}]*)\}", b)
+    return f"{m.group(1) if m else ''}:{pid}"
+
+
 @dataclass(frozen=True)
 class EnqueuedJob:
     """What ``add`` returns: the job id and whether this call created it."""
@@ -92,6 +107,8 @@ class EnqueuedJob:
 @dataclass(frozen=True)
 class JobInfo:
     """A snapshot of a stored job (``Queue.get_job``, ``dead()``, ``job_records()``).
+
+    ``parent`` is ``"<queue>:<id>"`` of a flow child's parent (None otherwise).
 
     ``data`` is the decoded payload, or the raw text when it is not valid JSON
     (``data_error`` then says why).
@@ -118,6 +135,7 @@ class JobInfo:
     backoff: str
     attempts: list[Attempt] = field(default_factory=list)
     data_error: str | None = None
+    parent: str | None = None
 
     @classmethod
     def from_hash(cls, queue: str, job_id: str, h: dict[str, str]) -> JobInfo:
@@ -156,6 +174,7 @@ class JobInfo:
             backoff=h.get("backoff", ""),
             attempts=_log(h.get("log")),
             data_error=data_error,
+            parent=_parent_ref(h.get("parent"), h.get("parent_base")),
         )
 
     @property
@@ -236,6 +255,9 @@ class Job:
 
     async def add_children(self, children: Sequence[tuple[Any, ...]], *, on_failure: str = "fail") -> list[EnqueuedJob]:
         """Fan out: add ``(queue, name, data[, options])`` children in one round trip; this job is their parent.
+
+        Children whose ``job_id`` already names a child of this job are skipped
+        (so a retried attempt may add the same children again).
 
         Raises:
             LockLost: the worker no longer holds this job's lock (nothing added).

@@ -116,3 +116,33 @@ def test_stalled_job_is_recovered_and_lost_completion_refused(cluster_url: str) 
     late = run_calls(q.client, scripts, [P.complete_call(q.keys, 100, -1, -1, [("s", got.token, "1")])])[0]
     assert late == [-1]
     q.close()
+
+
+def test_metrics_read_queue_depth_from_the_cluster(cluster_url: str) -> None:
+    from qsim.engine.metrics import WorkerMetrics
+
+    # Given jobs in two queues on different masters, served by one worker each
+    async def main() -> None:
+        async def handler(job: Job) -> None:
+            return None
+
+        for name in ("orders", "billing"):
+            q = AsyncQueue(name, redis=cluster_url)
+            await q.add_bulk([("t", {}) for _ in range(6)])
+            w = Worker(name, handler, redis=cluster_url, **FAST)
+            m = WorkerMetrics(w)
+            await run_worker_until(w, done(q, 6))
+            await q.add("t", {}, delay=30)
+            await q.pause()
+            await q.add_bulk([("t", {}), ("t", {})])
+            # When the registry is collected (as a scrape would)
+            get = m.registry.get_sample_value
+            # Then counts come from the worker and depths from the queue's node
+            assert get("qsim_jobs_completed_total", {"queue": name, "job": "t"}) == 6
+            assert get("qsim_queue_jobs", {"queue": name, "state": "waiting"}) == 2
+            assert get("qsim_queue_jobs", {"queue": name, "state": "delayed"}) == 1
+            assert get("qsim_queue_jobs", {"queue": name, "state": "active"}) == 0
+            m.close()
+            await q.close()
+
+    asyncio.run(main())

@@ -64,6 +64,7 @@ def test_flow_across_two_queues_parent_runs_after_its_last_child(redis_url: str)
         await run_workers(ws, all_done)
         # Then no parent started before its last child finished, and it saw every child's value
         recs = {r.id: r for r in await data.job_records()}
+        assert {r.parent for r in recs.values()} == {f"invoicing:inv-{o}" for o in range(6)}
         for a in added:
             parent = await inv.get_job(a.parent.id)
             kids = [recs[c.id] for c in a.children]
@@ -268,6 +269,7 @@ def test_flow_and_fan_out_across_queues_of_one_group_on_redis_cluster(cluster_ur
         assert parent.returnvalue == {ref: v for v, ref in enumerate(added.refs)}
         assert (await inv.get_job("fan")).returnvalue == sum(range(10, 30))
         assert (await data.counts())["completed"] == 24
+        assert {r.parent for r in await data.job_records()} == {f"invoicing:{added.parent.id}", "invoicing:fan"}
         await flows.close()
         await inv.close()
         await data.close()
