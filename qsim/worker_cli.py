@@ -234,9 +234,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"queues": out}, indent=2))
         return EXIT_OK
-    cols = ("waiting", "active", "delayed", "completed", "dead")
+    cols = ("waiting", "active", "delayed", "completed", "dead", "waiting_children")
+    heads = {"waiting_children": "children"}  # flow parents waiting for their children
     width = max([5, *map(len, out)])
-    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols) + "  paused")
+    print(f"{'queue':<{width}}  " + "  ".join(f"{heads.get(c, c):>9}" for c in cols) + "  paused")
     for name, c in out.items():
         print(f"{name:<{width}}  " + "  ".join(f"{c[k]:>9}" for k in cols) + f"  {'yes' if c['paused'] else 'no'}")
     if not out:

@@ -381,3 +381,19 @@ def test_retried_fan_out_parent_does_not_add_or_count_its_children_twice(redis_u
         await q.close()
 
     asyncio.run(main())
+
+
+def test_stats_command_shows_parents_waiting_for_children(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from qsim import worker_cli
+
+    _flow(redis_url, [("data", "c", {}), ("data", "c", {})])
+    p = argparse.ArgumentParser(prog="qsim")
+    worker_cli.register(p.add_subparsers(required=True))
+    args = p.parse_args(["stats", "--redis", redis_url])
+    assert args.func(args) == 0
+    head, *rows = capsys.readouterr().out.splitlines()
+    assert head.split() == ["queue", "waiting", "active", "delayed", "completed", "dead", "children", "paused"]
+    assert sorted(r.split() for r in rows) == [["data", "2", "0", "0", "0", "0", "0", "no"],
+                                               ["inv", "0", "0", "0", "0", "0", "1", "no"]]
