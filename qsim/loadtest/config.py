@@ -17,6 +17,7 @@ argument                       environment variable               meaning
 ``--drain S``                  ``QSIM_DRAIN``                     seconds to keep observing after arrivals stop (default 10)
 ``--start-workers``            ``QSIM_START_WORKERS``             start the scenario's pools as local processes
 ``--run-id ID``                ``QSIM_RUN_ID``                    job-id prefix of this run (default: random)
+``--compare-model``            ``QSIM_COMPARE_MODEL``             at the end, the model's p50/p95 next to the measured
 =============================  =================================  ==============================================
 """
 
@@ -65,6 +66,9 @@ def add_arguments(parser: Any) -> None:
                    help="seconds to keep observing completions after arrivals stop (default 10)")
     g.add_argument("--start-workers", env_var="QSIM_START_WORKERS", action="store_true", default=False,
                    help="start the scenario's worker pools as local processes (self-contained run)")
+    g.add_argument("--compare-model", env_var="QSIM_COMPARE_MODEL", action="store_true", default=False,
+                   help="at the end, log the model's wait/latency p50 and p95 per job type next to the measured "
+                        "ones (and write <--csv prefix>_model.csv)")
     g.add_argument("--run-id", env_var="QSIM_RUN_ID", default="",
                    help="prefix of this run's job ids (default: lt-<random>)")
 
@@ -82,6 +86,7 @@ class LoadTestConfig:
         pacing: ``constant`` or ``poisson`` gaps between one producer's adds.
         drain: Seconds to keep observing completions after the arrival window.
         start_workers: Start the scenario's pools as local processes.
+        compare_model: Log (and write) the model's prediction next to the measurement at the end.
         run_id: Prefix of every job id this run adds; the observer reports only these jobs.
         producers: Producer users (``-u``), or None to size them from the rate.
         run_time: Arrival window in seconds (``-t``), or None for the scenario's duration.
@@ -96,6 +101,7 @@ class LoadTestConfig:
     pacing: str = "constant"
     drain: float = 10.0
     start_workers: bool = False
+    compare_model: bool = False
     run_id: str = ""
     producers: int | None = None
     run_time: float | None = None
@@ -132,6 +138,7 @@ class LoadTestConfig:
             pacing=opt("pacing", "constant"),
             drain=float(opt("drain", 10.0)),
             start_workers=bool(opt("start_workers", False)),
+            compare_model=bool(opt("compare_model", False)),
             run_id=opt("run_id", ""),
             # qsim_producers / qsim_window: set by the master (or standalone process) at init and
             # sent to Locust workers with the other custom options, so every process paces alike

@@ -12,7 +12,8 @@
   and waits until they run (stopped at ``quitting``).
 - ``test_start``: connects, then opens the arrival window: the users start
   only after this.
-- ``test_stop``: logs what was added and observed, and what Redis holds.
+- ``test_stop``: logs what was added and observed, and what Redis holds;
+  with ``--compare-model``, the model's prediction next to the measurement.
 - ``quitting``: stops the local pools.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,6 +32,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from qsim.engine.connection import display_url
 from qsim.errors import QsimError
+from qsim.loadtest.compare import comparison_rows, load_test_scenario, predict, write_comparison
 from qsim.loadtest.config import LoadTestConfig, add_arguments
 from qsim.loadtest.mix import arrival_rates
 from qsim.loadtest.run import LoadTestRun
@@ -147,6 +150,44 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     _RUNS[environment] = run
 
 
+def _measured(environment: Environment) -> dict[tuple[str, str], dict[str, float]]:
+    out = {}
+    for (name, kind), entry in environment.stats.entries.items():
+        if kind in ("job", "wait") and entry.num_requests:
+            metric = "latency" if kind == "job" else "wait"
+            out[(name, metric)] = {"count": entry.num_requests,
+                                   "p50": entry.get_response_time_percentile(0.5) / 1000.0,
+                                   "p95": entry.get_response_time_percentile(0.95) / 1000.0}
+    return out
+
+
+def _compare(environment: Environment, run: LoadTestRun) -> None:
+    """Log the model's prediction for this run next to the measurement (and write it as CSV)."""
+    c = run.config
+    window = run.window if run.t0 is None else min(run.window, run.elapsed())
+    try:
+        replay = run.arrivals if run.arrivals and not isinstance(environment.runner, MasterRunner) else None
+        predicted = predict(load_test_scenario(run.scenario, scale=c.rate_scale, window=window, pacing=c.pacing,
+                                               arrivals=replay))
+    except (QsimError, ValueError) as e:
+        logger.warning("no model prediction for this run: %s", e)
+        return
+    rows = comparison_rows(predicted, _measured(environment))
+
+    def s(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
+    lines = [f"{'type':<20} {'metric':<8} {'model p50':>10} {'model p95':>10} {'measured p50':>13} "
+             f"{'measured p95':>13} {'n':>7}"]
+    lines += [f"{r['type']:<20} {r['metric']:<8} {s(r['model_p50']):>10} {s(r['model_p95']):>10} "
+              f"{s(r['measured_p50']):>13} {s(r['measured_p95']):>13} {r['measured_count']:>7}" for r in rows]
+    how = "replaying this run's enqueue times" if replay else f"at the load test's rates, {c.pacing} arrivals"
+    logger.info("model vs load test (seconds; the model ran the same scenario %s):\n%s", how, "\n".join(lines))
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if prefix:
+        write_comparison(Path(f"{prefix}_model.csv"), rows)
+
+
 def _on_quitting(environment: Environment, **_: Any) -> None:
     pool = _POOLS.pop(environment, None)
     if pool is not None:
@@ -159,6 +200,8 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     if run is None:
         return
     try:
+        if run.config.compare_model and not isinstance(environment.runner, WorkerRunner):
+            _compare(environment, run)
         if not isinstance(environment.runner, MasterRunner):
             logger.info("qsim load test %s: added %d jobs; observed %d completed, %d dead", run.run_id, run.added,
                         run.completed, run.dead)

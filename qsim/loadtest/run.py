@@ -86,6 +86,8 @@ class LoadTestRun:
         self.completed = 0
         self.dead = 0
         self._cursor: dict[str, str] = {}
+        #: Enqueue times (Redis clock, s) of the ended jobs the producers added, by type.
+        self.arrivals: dict[str, list[float]] = {}
 
     # -- lifecycle ---------------------------------------------------------
     def connect(self) -> None:
@@ -184,12 +186,13 @@ class LoadTestRun:
         if not enq or not finished:
             logger.debug("job %s ended but its hash is gone (retention): not measured", job_id)
             return []
+        e, f = float(enq), float(finished)
         if not _CHILD.search(job_id):  # a job a producer added, not a fan-out child
             if event == "completed":
                 self.completed += 1
             else:
                 self.dead += 1
-        e, f = float(enq), float(finished)
+            self.arrivals.setdefault(job_type or "?", []).append(e)
         return [Finished(job_id=job_id, type=job_type or "?", queue=queue, outcome=event, enqueued_at=e,
                          wait=float(started) - e if started else None, latency=f - e, error=error)]
 

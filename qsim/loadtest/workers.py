@@ -3,8 +3,10 @@
 Against staging the workers are already deployed; on a laptop
 ``--start-workers`` starts each pool of the scenario as
 ``python -m qsim.harness.pool_worker`` processes (the synthetic handler that
-sleeps the planned service time), like ``qsim run`` does. Nothing here
-imports Locust.
+sleeps the planned service time), like ``qsim run`` does. It also gives the
+scenario's queues their limits (``concurrency_limit``, ``rate_limit``,
+``aging``: settings stored in Redis, shared by every worker of the queue),
+and puts back the limits it found when it stops. Nothing here imports Locust.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qsim.engine import Queue
 from qsim.engine.connection import connect
-from qsim.errors import HarnessError
+from qsim.errors import HarnessError, QsimError
 from qsim.scenario import Scenario
 
 __all__ = ["WorkerPool"]
@@ -48,9 +51,32 @@ class WorkerPool:
         self._tmp = None if logdir else tempfile.TemporaryDirectory(prefix="qsim-loadtest-")
         self.logdir = logdir or Path(self._tmp.name)  # type: ignore[union-attr]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._found: dict[str, dict[str, Any]] = {}
+
+    def apply_limits(self) -> None:
+        """Give each queue the scenario's limits, remembering the ones it had."""
+        for spec in self.scenario.queues:
+            with Queue(spec.name, redis=self.redis_url, prefix=self.prefix) as q:
+                self._found[spec.name] = q.limits()
+                q.set_concurrency_limit(spec.concurrency_limit)
+                rl = spec.rate_limit
+                q.set_rate_limit(rl.max if rl else None, rl.per if rl else 1.0, key=rl.key if rl else None)
+                q.set_aging(spec.aging if spec.aging > 0 else None)
+
+    def restore_limits(self) -> None:
+        """Put back the limits :meth:`apply_limits` found."""
+        for name, old in self._found.items():
+            with Queue(name, redis=self.redis_url, prefix=self.prefix) as q:
+                q.set_concurrency_limit(old["concurrency_limit"])
+                rl = old["rate_limit"]
+                q.set_rate_limit(rl["max"] if rl else None, rl["per"] if rl else 1.0, key=rl["key"] if rl else None)
+                q.set_aging(old["aging"])
+        self._found.clear()
 
     def start(self) -> list[str]:
-        """Start every pool's processes; returns their worker ids (``<pool>-<n>``)."""
+        """Apply the queue limits, then start every pool's processes; returns their worker
+        ids (``<pool>-<n>``)."""
+        self.apply_limits()
         eng = self.scenario.engine
         ids = []
         for pool in self.scenario.pools:
@@ -96,7 +122,8 @@ class WorkerPool:
             client.close()
 
     def stop(self, timeout: float | None = None) -> dict[str, int | None]:
-        """SIGTERM every process, wait up to ``timeout`` (default grace + 5 s), then SIGKILL; exit codes."""
+        """SIGTERM every process, wait up to ``timeout`` (default grace + 5 s), then SIGKILL; put
+        back the queues' limits; returns the exit codes."""
         timeout = self.grace + 5.0 if timeout is None else timeout
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -109,6 +136,10 @@ class WorkerPool:
                 logger.warning("worker process %s did not stop within %.0f s: killed", wid, timeout)
                 proc.kill()
                 proc.wait()
+        try:
+            self.restore_limits()
+        except QsimError as e:
+            logger.warning("could not put back the queues' limits: %s", e)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -54,7 +54,8 @@ def test_workshop_headless_adds_at_the_scenario_rate_and_reports_job_latency(red
     rate, window = scenario.jobs[0].arrival.rate, 5  # type: ignore[union-attr]
     # When Locust runs it headless for 5 s with 2 producer users
     proc = locust("-u", "2", "-r", "2", "-t", f"{window}s", "--scenario", "workshop", "--redis-url", redis_url,
-                  "--start-workers", "--run-id", "lt-test", "--drain", "15", "--csv", str(tmp_path / "run"))
+                  "--start-workers", "--run-id", "lt-test", "--drain", "15", "--compare-model",
+                  "--csv", str(tmp_path / "run"))
     # Then it succeeds, and added rate x window jobs, none failed
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr, explain(proc)
@@ -78,6 +79,16 @@ def test_workshop_headless_adds_at_the_scenario_rate_and_reports_job_latency(red
         assert counts["waiting"] == counts["active"] == counts["dead"] == 0, counts
         first = q.get_job("lt-test-cut-0")
         assert first.state == "completed" and first.data["s"] and first.enqueued_at is not None
+        assert q.limits()["concurrency_limit"] is None  # the scenario's limit of 4 was put back
+    # and the model, replaying these enqueue times with the same service draws, predicts what
+    # was measured (Locust rounds response times above 1 s to 2 significant digits)
+    with open(tmp_path / "run_model.csv", newline="") as f:
+        model = {(r["type"], r["metric"]): r for r in csv.DictReader(f)}
+    lat, wt = model[("cut", "latency")], model[("cut", "wait")]
+    assert int(lat["measured_count"]) == added
+    for q in ("p50", "p95"):
+        assert 0.7 < float(lat[f"measured_{q}"]) / float(lat[f"model_{q}"]) < 1.4, lat
+        assert abs(float(wt[f"measured_{q}"]) - float(wt[f"model_{q}"])) < 0.3, wt
 
 
 @pytest.mark.redis
@@ -235,3 +246,24 @@ def test_config_sizes_producers_and_validates() -> None:
         LoadTestConfig(rate_scale=0)
     with pytest.raises(ValueError, match="--run-id"):
         LoadTestConfig(run_id="has space")
+
+
+def test_model_scenario_of_a_load_test() -> None:
+    from qsim.dists import ConstantArrivals, PoissonArrivals, TraceArrivals
+    from qsim.loadtest.compare import load_test_scenario, predict
+
+    s = _scenario()
+    # rates x scale, the pacing's arrival kind, the window as duration, no warm-up
+    paced = load_test_scenario(s, scale=2.0, window=7.0, pacing="poisson")
+    assert paced.duration == 7.0 and paced.warmup == 0.0
+    assert isinstance(paced.job("parent").arrival, PoissonArrivals) and paced.job("parent").arrival.rate == 4.0
+    assert isinstance(load_test_scenario(s, scale=1, window=7, pacing="constant").job("parent").arrival,
+                      ConstantArrivals)
+    # replayed enqueue times start at 0; the model then runs exactly those jobs, once
+    replay = load_test_scenario(s, scale=1, window=1.0, pacing="constant",
+                                arrivals={"parent": [100.5, 100.0, 101.5]})
+    arrival = replay.job("parent").arrival
+    assert isinstance(arrival, TraceArrivals) and arrival.at == (0.0, 0.5, 1.5) and replay.duration > 1.5
+    got = predict(replay)["parent"]
+    assert got["jobs"] == 3 and got["runs"] == 1
+    assert got["latency"]["p50"] == pytest.approx(0.1, abs=1e-6)  # constant 0.1 s service, no queueing
