@@ -10,6 +10,7 @@ connect.
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from qsim.errors import HarnessError
@@ -22,18 +23,23 @@ CONFIRM_OPTION = "--i-know-this-is-not-local"
 _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 
 
+def _masked(url: str) -> str:
+    """``url`` with any password hidden (this module sits below the engine: no engine import)."""
+    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url) if "@" in url else url
+
+
 def _host(url: str) -> tuple[str, str]:
     """(scheme, host) of a Redis URL; raises HarnessError when it is not one."""
     if not isinstance(url, str) or "://" not in url:
-        raise HarnessError(f"not a Redis URL: {url!r} (expected redis://, rediss:// or unix://)")
+        raise HarnessError(f"not a Redis URL: {_masked(url)!r} (expected redis://, rediss:// or unix://)")
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError as e:
-        raise HarnessError(f"not a Redis URL: {url!r} ({e})") from e
+        raise HarnessError(f"not a Redis URL: {_masked(url)!r} ({e})") from e
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
-        raise HarnessError(f"not a Redis URL: {url!r} (expected redis://, rediss:// or unix://)")
+        raise HarnessError(f"not a Redis URL: {_masked(url)!r} (expected redis://, rediss:// or unix://)")
     return scheme, host
 
 

@@ -45,7 +45,8 @@ def test_non_local_urls_are_refused_naming_host_and_option(url: str, host: str) 
     require_local_or_confirmed(url, True)  # confirmed on purpose: allowed
 
 
-@pytest.mark.parametrize("url", ["127.0.0.1:6379", "http://127.0.0.1:6379", "", "redis://[::1"])
+@pytest.mark.parametrize("url", ["127.0.0.1:6379", "http://u:pw-9@127.0.0.1:6379", "", "redis://[::1"])
 def test_not_a_redis_url_is_a_harness_error(url: str) -> None:
-    with pytest.raises(HarnessError, match="not a Redis URL"):
+    with pytest.raises(HarnessError, match="not a Redis URL") as e:
         require_local_or_confirmed(url, True)
+    assert "pw-9" not in str(e.value)
