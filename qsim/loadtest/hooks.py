@@ -30,7 +30,8 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from qsim.engine.connection import display_url
+from qsim.engine.connection import connect, display_url
+from qsim.engine.scripts import redis_errors
 from qsim.errors import QsimError
 from qsim.loadtest.compare import comparison_rows, load_test_scenario, predict, write_comparison
 from qsim.loadtest.config import LoadTestConfig, add_arguments
@@ -98,6 +99,16 @@ def _decide(options: Any, starts: int) -> None:
                 display_url(config.redis_url), config.prefix)
 
 
+def _ping(url: str) -> None:
+    """Raises RedisUnavailable (a clear message, no traceback) when Redis cannot be reached."""
+    client = connect(url, socket_connect_timeout=5.0)
+    try:
+        with redis_errors(f"at {display_url(url)}"):
+            client.ping()
+    finally:
+        client.close()
+
+
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     options = environment.parsed_options
     try:
@@ -112,6 +123,11 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
                         "run_time": options.run_time}
     options.qsim_base_run_id = config.run_id or LoadTestConfig.new_run_id()
     _decide(options, 0)
+    try:
+        _ping(config.redis_url)
+    except QsimError as e:
+        sys.stderr.write(f"qsim load test: {e}\n")
+        raise SystemExit(1) from e
     if config.start_workers:
         # Up before any test starts (a master's workers would otherwise add jobs while the
         # pools boot), and kept for every run of this process: stopped when Locust quits.

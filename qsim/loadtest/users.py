@@ -75,6 +75,7 @@ class ProducerUser(User):
         self.run = _run(self)
         self.mix = JobMix(self.run.rates)
         self._poisson = self.run.config.pacing == "poisson"
+        self._skipped, self._warned = 0, False
         assert self.run.t0 is not None
         first = self._gap() if self._poisson else random.uniform(0.0, self.run.interval)
         self._due = self.run.t0 + first
@@ -88,8 +89,11 @@ class ProducerUser(User):
         if self._due < now - MAX_LAG:
             missed = int((now - self._due) / self.run.interval)
             self._due += missed * self.run.interval  # the mean gap, for either pacing
-            logger.warning("producer %s is %d adds behind its schedule: skipped them (add producers with -u)",
-                           id(self), missed)
+            self._skipped += missed
+            log = logger.debug if self._warned else logger.warning
+            self._warned = True
+            log("a producer fell %d adds behind its schedule and skipped them (%d so far): the adds take "
+                "too long for this rate; add producer users with -u", missed, self._skipped)
 
     def wait_time(self) -> float:
         now = time.monotonic()

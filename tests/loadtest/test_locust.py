@@ -18,6 +18,7 @@ import pytest
 
 from qsim.engine import Queue
 from qsim.errors import NotSupportedError
+from qsim.harness.server import free_port
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.mix import JobMix, PayloadSource, arrival_rates
 from qsim.safety import CONFIRM_OPTION
@@ -186,6 +187,13 @@ def test_a_non_local_redis_is_refused_without_the_flag(tmp_path: Path) -> None:
     assert CONFIRM_OPTION in proc.stderr, explain(proc)
     assert "10.255.255.1" in proc.stderr
     assert not (tmp_path / "run_stats.csv").exists() or "enqueue" not in (tmp_path / "run_stats.csv").read_text()
+
+
+def test_an_unreachable_redis_is_a_clear_error() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    proc = locust("-t", "2s", "--redis-url", url, timeout=30)
+    assert proc.returncode == 1, explain(proc)
+    assert "Redis unavailable" in proc.stderr and "Traceback" not in proc.stderr, explain(proc)
 
 
 def test_a_bad_scenario_is_refused_with_its_name(tmp_path: Path) -> None:
