@@ -7,7 +7,7 @@ Redis's clock. See :mod:`qsim.engine.job` for the stored job layout.
 
 from qsim.engine.backoff import Backoff
 from qsim.engine.events import EVENTS
-from qsim.engine.flow import FlowJobs, FlowProducer
+from qsim.engine.flow import FlowJobs, FlowProducer, SyncFlowProducer
 from qsim.engine.job import Attempt, EnqueuedJob, Job, JobInfo
 from qsim.engine.keys import QueueKeys
 from qsim.engine.queue import AsyncQueue, Queue
@@ -18,6 +18,7 @@ __all__ = [
     "AsyncQueue",
     "Worker",
     "FlowProducer",
+    "SyncFlowProducer",
     "FlowJobs",
     "Backoff",
     "Job",

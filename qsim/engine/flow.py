@@ -8,7 +8,8 @@ A flow is added atomically by one script (``lua/add_flow.lua``)::
         children=[("data", "fetch-line-items", {"order": 17}),
                   ("data", "fetch-tax", {"order": 17}, {"attempts": 3, "on_failure": "ignore"})])
 
-The parent waits in ``waiting-children`` (``counts()["waiting_children"]``)
+:class:`SyncFlowProducer` does the same with a sync client (web apps,
+Locust). The parent waits in ``waiting-children`` (``counts()["waiting_children"]``)
 until every child is done, then moves to waiting and runs; its handler reads
 ``await job.children_values()``: every completed child's return value keyed
 by ``"<queue>:<child id>"`` (:attr:`FlowJobs.refs` lists them in order).
@@ -57,13 +58,23 @@ from typing import TYPE_CHECKING, Any
 
 from redis.crc import key_slot
 
-from qsim.engine.connection import check_decoded, connect_async
+from qsim.engine.connection import check_decoded, connect, connect_async
 from qsim.engine.job import EnqueuedJob
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
 from qsim.engine.payload import DEFAULT_MAX_PAYLOAD, DEFAULT_WARN_PAYLOAD
 from qsim.engine.protocol import JobSpec
 from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, QueueCore
-from qsim.engine.scripts import Call, ScriptSet, command, is_cluster, redis_errors, run_calls_async
+from qsim.engine.scripts import (
+    Call,
+    Op,
+    ScriptSet,
+    command,
+    is_cluster,
+    redis_errors,
+    run_calls_async,
+    run_op,
+    run_op_async,
+)
 from qsim.errors import ChildFailed, FlowError, LockLost
 
 if TYPE_CHECKING:
@@ -71,6 +82,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FlowProducer",
+    "SyncFlowProducer",
+    "FlowCore",
     "FlowJobs",
     "CHILD_POLICIES",
     "add_children",
@@ -172,12 +185,10 @@ def _taken(ref: str) -> FlowError:
     return FlowError(f"a job with the child id {ref!r} already exists; nothing was added")
 
 
-class FlowProducer:
-    """Adds flows: a parent job and its children, atomically.
+class FlowCore:
+    """Configuration and the pure ``add`` operation shared by both flow producers.
 
     Args:
-        redis: A ``redis://`` / ``redis+cluster://`` URL, or an asyncio client
-            (``redis.asyncio.Redis`` or ``RedisCluster``) made with ``decode_responses=True``.
         prefix: Key prefix.
         group: Hash-tag group of every queue of the flows (see :mod:`qsim.engine.keys`).
         on_child_failure: Default child policy, ``"fail"`` or ``"ignore"``.
@@ -188,7 +199,6 @@ class FlowProducer:
     def __init__(
         self,
         *,
-        redis: Any = "redis://127.0.0.1:6379/0",
         prefix: str = DEFAULT_PREFIX,
         group: str | None = None,
         on_child_failure: str = "fail",
@@ -202,6 +212,42 @@ class FlowProducer:
         self.events_maxlen = events_maxlen
         self._specs = _Specs(prefix, group, max_payload, warn_payload)
         make_keys("_", prefix, group)  # validates prefix and group
+
+    def op_add(self, client: Any, parent: tuple[Any, ...], children: Sequence[tuple[Any, ...]],
+               on_child_failure: str | None) -> Op[FlowJobs]:
+        pkeys, _, pspec = self._specs.one(parent, "parent", None)
+        if pspec.delay_ms:
+            raise ValueError("a flow's parent cannot have a delay: it runs when its children are done")
+        kids = self._specs.children(children, on_child_failure or self.on_child_failure)
+        check_one_slot(client, [pkeys, *(k for k, _, _ in kids)])
+        call = Call("add_flow", (pkeys.waiting_children, *dict.fromkeys(k.wait for k, _, _ in kids)),
+                    (pkeys.base, *pspec, self.events_maxlen, len(kids), *_child_args(kids)))
+
+        def parse(replies: list[Any]) -> FlowJobs:
+            reply = replies[0]
+            pid, code = str(reply[0]), int(reply[1])
+            if code == -3:
+                raise _taken(str(reply[2]))
+            p = EnqueuedJob(pid, pspec.name, pkeys.queue, code == 1)
+            if code == 0:
+                return FlowJobs(p, [], False)
+            return FlowJobs(p, [EnqueuedJob(str(cid), s.name, k.queue, True)
+                                for cid, (k, _, s) in zip(reply[2:], kids)], True)
+
+        return Op([call], parse)
+
+
+class FlowProducer(FlowCore):
+    """Adds flows (a parent job and its children, atomically) from asyncio code.
+
+    Args:
+        redis: A ``redis://`` / ``redis+cluster://`` URL, or an asyncio client
+            (``redis.asyncio.Redis`` or ``RedisCluster``) made with ``decode_responses=True``.
+        **options: See :class:`FlowCore` (``prefix``, ``group``, ``on_child_failure``, ...).
+    """
+
+    def __init__(self, *, redis: Any = "redis://127.0.0.1:6379/0", **options: Any) -> None:
+        super().__init__(**options)
         if isinstance(redis, str):
             self.client: Any = connect_async(redis, socket_connect_timeout=5.0)
             self._owns = True
@@ -223,23 +269,8 @@ class FlowProducer:
             PayloadError / ValueError: a job is invalid (nothing is written).
             RedisUnavailable: Redis cannot be reached.
         """
-        pkeys, _, pspec = self._specs.one(parent, "parent", None)
-        if pspec.delay_ms:
-            raise ValueError("a flow's parent cannot have a delay: it runs when its children are done")
-        kids = self._specs.children(children, on_child_failure or self.on_child_failure)
-        check_one_slot(self.client, [pkeys, *(k for k, _, _ in kids)])
-        call = Call("add_flow", (pkeys.waiting_children, *dict.fromkeys(k.wait for k, _, _ in kids)),
-                    (pkeys.base, *pspec, self.events_maxlen, len(kids), *_child_args(kids)))
-        with redis_errors(f"add flow to queue {pkeys.queue!r}"):
-            reply = (await run_calls_async(self.client, self.scripts, [call]))[0]
-        pid, code = str(reply[0]), int(reply[1])
-        if code == -3:
-            raise _taken(str(reply[2]))
-        p = EnqueuedJob(pid, pspec.name, pkeys.queue, code == 1)
-        if code == 0:
-            return FlowJobs(p, [], False)
-        return FlowJobs(p, [EnqueuedJob(str(cid), s.name, k.queue, True) for cid, (k, _, s) in zip(reply[2:], kids)],
-                        True)
+        op = self.op_add(self.client, parent, children, on_child_failure)
+        return await run_op_async(self.client, self.scripts, op, "add flow")
 
     async def close(self) -> None:
         """Close the client this producer made (a client passed in is left open)."""
@@ -251,6 +282,43 @@ class FlowProducer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class SyncFlowProducer(FlowCore):
+    """Adds flows with a sync client (web apps, Locust/gevent); same as :class:`FlowProducer`, not awaited.
+
+    Args:
+        redis: A ``redis://`` / ``redis+cluster://`` URL, or a ``redis.Redis`` /
+            ``redis.cluster.RedisCluster`` made with ``decode_responses=True``.
+        **options: See :class:`FlowCore`.
+    """
+
+    def __init__(self, *, redis: Any = "redis://127.0.0.1:6379/0", **options: Any) -> None:
+        super().__init__(**options)
+        if isinstance(redis, str):
+            self.client: Any = connect(redis, socket_connect_timeout=5.0)
+            self._owns = True
+        else:
+            check_decoded(redis)
+            self.client, self._owns = redis, False
+        self.scripts = ScriptSet(self.client)
+
+    def add(self, parent: tuple[Any, ...], children: Sequence[tuple[Any, ...]], *,
+            on_child_failure: str | None = None) -> FlowJobs:
+        """Add ``parent`` and ``children`` in one script (see :meth:`FlowProducer.add`)."""
+        op = self.op_add(self.client, parent, children, on_child_failure)
+        return run_op(self.client, self.scripts, op, "add flow")
+
+    def close(self) -> None:
+        """Close the client this producer made (a client passed in is left open)."""
+        if self._owns:
+            self.client.close()
+
+    def __enter__(self) -> SyncFlowProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # -- the handler's side (Job methods delegate here) ------------------------------

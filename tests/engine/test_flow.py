@@ -397,3 +397,33 @@ def test_stats_command_shows_parents_waiting_for_children(redis_url: str, capsys
     assert head.split() == ["queue", "waiting", "active", "delayed", "completed", "dead", "children", "paused"]
     assert sorted(r.split() for r in rows) == [["data", "2", "0", "0", "0", "0", "0", "no"],
                                                ["inv", "0", "0", "0", "0", "0", "1", "no"]]
+
+
+def test_sync_flow_producer_adds_the_same_flow(redis_url: str) -> None:
+    from qsim.engine import SyncFlowProducer
+
+    # Given a flow added from sync code (a web app, a Locust user)
+    with SyncFlowProducer(redis=redis_url, on_child_failure="ignore") as flows:
+        added = flows.add(parent=("inv", "total", {}, {"priority": 2}),
+                          children=[("data", "part", {"v": v}, {"attempts": 2}) for v in range(3)])
+        again = flows.add(parent=("inv", "total", {}, {"job_id": added.parent.id}), children=[("data", "part", {})])
+    assert added.created and len(added.children) == 3 and not again.created
+    inv = Queue("inv", redis=redis_url)
+    p = inv.get_job(added.parent.id)
+    assert p.state == "waiting_children" and p.priority == 2
+
+    async def main() -> None:
+        async def handler(job: Job) -> Any:
+            return job.data["v"] if job.name == "part" else await job.children_values()
+
+        aq = AsyncQueue("inv", redis=redis_url)
+
+        async def done() -> bool:
+            return (await aq.counts())["completed"] == 1
+
+        await run_workers([Worker(["inv", "data"], handler, redis=redis_url, **FAST)], done)
+        await aq.close()
+
+    asyncio.run(main())
+    assert inv.get_job(added.parent.id).returnvalue == {ref: v for v, ref in enumerate(added.refs)}
+    inv.close()
