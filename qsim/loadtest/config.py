@@ -8,10 +8,10 @@ Arguments (each also read from an environment variable):
 =============================  =================================  ==============================================
 argument                       environment variable               meaning
 =============================  =================================  ==============================================
-``--redis-url URL``            ``REDIS_URL``                      Redis to load (default ``redis://127.0.0.1:6379/0``)
+``--redis-url URL``            ``REDIS_URL``                      Redis to load (default redis://127.0.0.1:6379/0)
 ``--scenario FILE|NAME``       ``QSIM_SCENARIO``                  scenario file or built-in name (default ``workshop``)
 ``--i-know-this-is-not-local`` ``QSIM_I_KNOW_THIS_IS_NOT_LOCAL``  allow a non-loopback Redis (staging)
-``--qsim-prefix P``            ``QSIM_PREFIX``                    key prefix of the queues (default ``qsim``, the engine's)
+``--qsim-prefix P``            ``QSIM_PREFIX``                    key prefix of the queues (default ``qsim``)
 ``--rate-scale X``             ``QSIM_RATE_SCALE``                multiply every arrival rate (default 1)
 ``--pacing constant|poisson``  ``QSIM_PACING``                    gaps between one producer's adds (default constant)
 ``--drain S``                  ``QSIM_DRAIN``                     seconds to keep observing after arrivals stop (default 10)

@@ -62,9 +62,10 @@ class ProducerUser(User):
     next wait), starting at a random phase so the adds of all users spread
     evenly. With ``--pacing poisson`` the gaps are exponential with that mean
     instead, so all producers together add a Poisson stream of the total
-    rate, like a ``poisson`` arrival in the model. The type of each job is picked by smooth weighted round-robin over
-    the types' rates. Adds happen only inside the arrival window (``-t`` or the
-    scenario's duration); afterwards the user idles until the test stops.
+    rate, like a ``poisson`` arrival in the model. The type of each job is
+    picked by smooth weighted round-robin over the types' rates. Adds happen
+    only inside the arrival window (``-t`` or the scenario's duration);
+    afterwards the user idles until the test stops.
 
     ``-u`` is the number of producer users (the observer comes on top); it sets
     how many adds may be in flight at once, not the rate: the rate is the
