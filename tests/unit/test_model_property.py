@@ -98,8 +98,8 @@ def test_random_mixtures_lose_nothing_and_keep_every_record_and_limit(raw: dict[
     # no job is lost; the counts add up
     assert summary["lost"] == 0 and set(jobs["outcome"]) <= {"completed", "dead", "unfinished"}
     assert summary["arrived"] == summary["completed"] + summary["dead"] + summary["unfinished"]
-    if not any(e["kind"] == "sigkill" for e in raw["events"]):
-        assert summary["unfinished"] == 0 or not r.records.slots[-1][1]
+    if not raw["events"]:  # (a queue whose processes all stopped keeps its jobs, unfinished)
+        assert summary["unfinished"] == 0
     # every record's timestamps are ordered
     ran = jobs["started"].notna()
     assert (jobs.loc[ran, "started"] >= jobs.loc[ran, "enqueued"]).all()
