@@ -146,3 +146,32 @@ def test_metrics_read_queue_depth_from_the_cluster(cluster_url: str) -> None:
             await q.close()
 
     asyncio.run(main())
+
+
+def test_worker_processes_on_the_cluster_recover_a_killed_workers_job(cluster_url: str, spawn_worker: Any) -> None:
+    import signal
+
+    from engine_helpers import wait_until
+
+    q = Queue("orders", redis=cluster_url)
+    q.add("t", {"sleep": 30}, job_id="long")
+    # Given worker process A running the long job
+    a = spawn_worker(cluster_url, "orders", concurrency=2)
+    started = lambda: q.client.lrange("test:started", 0, -1)  # noqa: E731
+    (first,) = wait_until(started, timeout=15)
+    assert first.startswith(f"long:1:{a.pid}")
+    # When A is SIGKILLed and B starts, with more jobs queued
+    a.send_signal(signal.SIGKILL)
+    a.wait(10)
+    q.add_bulk([("t", {"sleep": 0.01}) for _ in range(20)])
+    b = spawn_worker(cluster_url, "orders", concurrency=4)
+    q.client.hset(q.keys.job("long"), "data", '{"sleep": 0}')  # the recovered attempt finishes at once
+    wait_until(lambda: q.counts()["completed"] == 21, timeout=30, interval=0.05)
+    # Then the long job was recovered once (stalled, then completed by B); nothing was lost
+    job = q.get_job("long")
+    assert [x.outcome for x in job.attempts] == ["stalled", "completed"] and job.stalled == 1
+    assert job.returnvalue == {"pid": b.pid}
+    assert q.counts() == {"waiting": 0, "active": 0, "delayed": 0, "completed": 21, "dead": 0, "waiting_children": 0}
+    b.send_signal(signal.SIGTERM)
+    assert b.wait(15) == 0
+    q.close()

@@ -13,9 +13,8 @@ import logging
 import os
 import sys
 
-import redis.asyncio
-
 from qsim.engine import Job, Worker
+from qsim.engine.connection import connect_async
 
 
 def main() -> int:
@@ -31,7 +30,7 @@ def main() -> int:
     pid = os.getpid()
 
     async def run() -> int:
-        r = redis.asyncio.Redis.from_url(a.url)
+        r = connect_async(a.url)  # redis:// or redis+cluster://
 
         async def handler(job: Job) -> dict[str, int]:
             await r.rpush("test:started", f"{job.id}:{job.attempt}:{pid}")
