@@ -112,11 +112,11 @@ def _spawn(url: str, cfg: ChaosConfig, queue: str, wid: str) -> subprocess.Popen
 # -- the controller ---------------------------------------------------------------------
 @dataclass
 class Kill:
-    """One SIGKILL: Redis time, the worker, and the jobs it held."""
+    """One SIGKILL: Redis time, the worker, and the jobs it held (id -> lock expiry, s)."""
 
     at: float
     worker: str
-    held: list[str] = field(default_factory=list)
+    held: dict[str, float] = field(default_factory=dict)
 
 
 def _redis_now(r: redis.Redis) -> float:
@@ -124,14 +124,14 @@ def _redis_now(r: redis.Redis) -> float:
     return float(s) + float(us) / 1e6
 
 
-def _held_by(r: redis.Redis, q: Queue, wid: str) -> list[str]:
-    ids = r.zrange(q.keys.active, 0, -1)
-    if not ids:
-        return []
+def _held_by(r: redis.Redis, q: Queue, wid: str) -> dict[str, float]:
+    locks = r.zrange(q.keys.active, 0, -1, withscores=True)
+    if not locks:
+        return {}
     p = r.pipeline(transaction=False)
-    for jid in ids:
+    for jid, _ in locks:
         p.hmget(q.keys.job(jid), "worker", "state")
-    return [jid for jid, (w, s) in zip(ids, p.execute()) if w == wid and s == "active"]
+    return {jid: expiry / 1000 for (jid, expiry), (w, s) in zip(locks, p.execute()) if w == wid and s == "active"}
 
 
 def _phase(url: str, cfg: ChaosConfig, queue: str, n: int, kill: bool, log: Any) -> dict[str, Any]:
@@ -228,13 +228,14 @@ def _analyse(r: redis.Redis, q: Queue, ids: list[str], kills: list[Kill], cfg: C
     unexplained = [jid for jid in multi
                    if jid not in held_at_kill
                    or not any(a.outcome == "stalled" and a.worker in killed for a in recs[jid].attempts)]
-    recovery, restart = [], []
+    recovery, detect, restart = [], [], []
     for k in kills:
-        for jid in k.held:
+        for jid, expiry in k.held.items():
             atts = recs[jid].attempts if jid in recs else []
             for i, a in enumerate(atts):
                 if a.outcome == "stalled" and a.worker == k.worker:
                     recovery.append(a.end - k.at)
+                    detect.append(a.end - expiry)
                     if i + 1 < len(atts):
                         restart.append(atts[i + 1].start - a.end)
     bound = cfg.lock_duration + cfg.stalled_interval
@@ -250,6 +251,7 @@ def _analyse(r: redis.Redis, q: Queue, ids: list[str], kills: list[Kill], cfg: C
         "lost": lost, "dead": dead, "unfinished": unfinished, "stalled_jobs": stalled_jobs,
         "recovery_delay": _dist(recovery), "recovery_bound": bound,
         "recovery_over_bound": sum(1 for d in recovery if d > bound),
+        "lock_expiry_to_requeue": _dist(detect),
         "requeue_to_restart": _dist(restart),
         "span": span, "throughput": len(completed) / span if span and span > 0 else float("nan"),
     }
@@ -270,7 +272,7 @@ def run_chaos(url: str, cfg: ChaosConfig, log: Any = print) -> dict[str, Any]:
 
 def format_report(rep: dict[str, Any]) -> str:
     c, b, cfg = rep["chaos"], rep["baseline"], rep["config"]
-    rd, rs = c["recovery_delay"], c["requeue_to_restart"]
+    rd, rs, rx = c["recovery_delay"], c["requeue_to_restart"], c["lock_expiry_to_requeue"]
     lines = [
         f"chaos run: {c['jobs']} jobs, {cfg['workers']} workers x concurrency {cfg['concurrency']}, "
         f"{cfg['work'] * 1000:g} ms per job, SIGKILL every {cfg['kill_every']:g} s "
@@ -285,6 +287,8 @@ def format_report(rep: dict[str, Any]) -> str:
         f"  recovery delay (kill -> requeued), s: n={rd['n']} min={rd['min']:.3f} p50={rd['p50']:.3f} "
         f"p95={rd['p95']:.3f} max={rd['max']:.3f}; bound lock+stalled = {c['recovery_bound']:g} s, "
         f"over it: {c['recovery_over_bound']}",
+        f"  of which lock expiry -> requeued, s: p50={rx['p50']:.3f} p95={rx['p95']:.3f} max={rx['max']:.3f} "
+        f"(bound: stalled check {cfg['stalled_interval']:g} s)",
         f"  requeued -> restarted, s:  n={rs['n']} p50={rs['p50']:.3f} p95={rs['p95']:.3f} max={rs['max']:.3f}",
         f"  throughput with kills      {c['throughput']:.0f} jobs/s",
     ]

@@ -32,6 +32,7 @@ def test_kill_storm_loses_nothing_and_duplicates_only_jobs_held_at_a_kill(own_re
     assert c["recovery_delay"]["n"] > 0
     assert c["recovery_delay"]["max"] <= c["recovery_bound"] + 0.5
     assert c["recovery_delay"]["min"] >= cfg.lock_duration / 2 - 0.3  # renewed every half lock: never put back early
+    assert 0 <= c["lock_expiry_to_requeue"]["min"] and c["lock_expiry_to_requeue"]["max"] <= cfg.stalled_interval + 0.5
     # and the run without kills ran every job exactly once
     assert b["completed_once"] == 1000 and b["lost"] == 0 and b["completed_more_than_once"] == 0
     assert 0 < rep["throughput_ratio"] < 1.5

@@ -198,8 +198,10 @@ def test_password_protected_redis(tmp_path: Path) -> None:
             assert "nope-pw" not in err and "hunter2-pw" not in err
 
 
-def make_certs(d: Path) -> tuple[Path, Path, Path]:
-    """A self-signed CA and a server certificate for 127.0.0.1/localhost signed by it."""
+def make_certs(d: Path) -> tuple[Path, Path, Path, Path, Path]:
+    """A self-signed CA; a server certificate for 127.0.0.1/localhost and a client certificate signed by it.
+
+    Returns the CA, server cert, server key, client cert and client key files."""
     now = dt.datetime.now(dt.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "qsim test CA")])
@@ -223,26 +225,38 @@ def make_certs(d: Path) -> tuple[Path, Path, Path]:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
+    ckey = ec.generate_private_key(ec.SECP256R1())
+    client = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "qsim worker")]))
+              .issuer_name(ca_name).public_key(ckey.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+              .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+              .sign(ca_key, hashes.SHA256()))
     d.mkdir(parents=True, exist_ok=True)
-    paths = (d / "ca.pem", d / "server.pem", d / "server.key")
+    paths = (d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key")
     paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                           serialization.NoEncryption()))
+    for (c, k), (cp, kp) in (((cert, key), paths[1:3]), ((client, ckey), paths[3:5])):
+        cp.write_bytes(c.public_bytes(serialization.Encoding.PEM))
+        kp.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                       serialization.NoEncryption()))
     return paths
 
 
-@pytest.fixture
-def tls_redis(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A redis-server that only speaks TLS; yields its rediss:// URL (CA in the query) and the CA file."""
-    ca, cert, key = make_certs(tmp_path / "certs")
+@pytest.fixture(params=["server-cert", "mutual"])
+def tls_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A redis-server that only speaks TLS (and, for "mutual", wants a client certificate); yields its
+    rediss:// URL (CA and client certificate in the query) and the same URL without the client certificate."""
+    ca, cert, key, ccert, ckey = make_certs(tmp_path / "certs")
+    mutual = request.param == "mutual"
     port = free_port()
     proc = subprocess.Popen(
         ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1", "--tls-cert-file", str(cert),
-         "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no", "--save", "",
-         "--appendonly", "no", "--dir", str(tmp_path), "--logfile", str(tmp_path / "tls-redis.log")],
+         "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "yes" if mutual else "no",
+         "--save", "", "--appendonly", "no", "--dir", str(tmp_path), "--logfile", str(tmp_path / "tls-redis.log")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}"
+    no_client_cert = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}"
+    url = f"{no_client_cert}&ssl_certfile={ccert}&ssl_keyfile={ckey}" if mutual else no_client_cert
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
         deadline = time.monotonic() + 10
@@ -254,15 +268,18 @@ def tls_redis(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "tls-redis.log").read_text()
                 time.sleep(0.05)
         client.close()
-        yield url, ca
+        yield url, no_client_cert
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def test_tls_rediss_for_producer_worker_and_cli(tls_redis: tuple[str, Path], tmp_path: Path) -> None:
-    url, ca = tls_redis
+def test_tls_rediss_for_producer_worker_and_cli(tls_redis: tuple[str, str], tmp_path: Path) -> None:
+    url, no_client_cert = tls_redis
     port = url.split(":")[2].split("/")[0]
+    if url != no_client_cert:  # mutual TLS: a client without a certificate is turned away
+        with pytest.raises(RedisUnavailable):
+            Queue("q", redis=no_client_cert).counts()
     # (only TLS gets in, and the server certificate is verified against our CA)
     with pytest.raises(RedisUnavailable):
         Queue("q", redis=f"redis://127.0.0.1:{port}/0").counts()
