@@ -8,10 +8,11 @@ derives its one attempt per job from the job table.
 An attempt's ``start`` is when its handler starts (after ``fetch_overhead``),
 its ``end`` when it stopped: it finished (``ok``), failed (``failed``), hit its
 timeout (``timeout``, at exactly start + timeout), its process was killed
-(``stalled``: ended at the kill — the slot stopped working then, although the
-engine logs the stall when the stalled check finds it), or it was cut off at
-a shutdown's grace deadline (``cutoff``). An attempt still running when the
-run stopped has ``end`` NaN and result ``cutoff``.
+(``stalled``: it ends when the stalled check puts the job back, as the engine
+logs it — the job held its lock and its place under the limits until then; NaN
+if never found), or it was cut off at a shutdown's grace deadline
+(``cutoff``). An attempt still running when the run stopped has ``end`` NaN
+and result ``cutoff``.
 """
 
 from __future__ import annotations

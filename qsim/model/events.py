@@ -9,9 +9,11 @@ when it is signalled (``sigterm`` or ``sigkill``) and up when ``start`` adds
 processes, as the harness records them.
 
 ``sigkill`` (a crash): the process's slots retire at once; each attempt it
-was running stops then (logged ``stalled``) but its job keeps its lock — and
-its place under the queue's ``concurrency_limit`` — until ``lock_duration``
-after the kill. Stalled checks run in every live process now and every
+was running stops then, but its job keeps its lock — and its place under the
+queue's ``concurrency_limit`` and in the queue's ``active`` count — until
+``lock_duration`` after the kill. Its attempt is logged ``stalled`` and ends
+when a stalled check finds it (as the engine logs it: the job was active
+until then), so busy time and ``active`` include the wait for the lock. Stalled checks run in every live process now and every
 ``stalled_interval`` (the engine's ``recover_stalled`` loop, started with
 the process): processes started together check together, so the model runs
 one checker per pool and start time (time 0 for the initial processes, the
@@ -19,7 +21,8 @@ event's time for a ``start``), checking the pool's queues at ``t0``, ``t0 +
 interval``, ... while any of those processes lives. A check puts back every
 job whose lock has run out (``stalled + 1``): to waiting, or to the DLQ when
 it has now stalled more than ``max_stalled`` times (``recover_stalled.lua``).
-A stall does not use up an attempt. So a recovered job is back between
+A stall does not use up an attempt, and a cut-off (below) is not a stall
+(the engine's ``release.lua`` counts neither). So a recovered job is back between
 ``lock_duration`` and ``lock_duration + stalled_interval`` after the kill (the
 engine renews locks every ``lock_duration / 2``, so its real lock may run out
 up to half a lock earlier; the model keeps the full lock, as documented for
@@ -83,7 +86,7 @@ class PoolEvents:
         self.slot_steps: list[tuple[float, int]] = [(0.0, m.n_slots)]
         self.drains: list[dict[str, Any]] = []
         self.draining: dict[int, tuple[set[int], int]] = {}  # process -> (running slots, drain row)
-        self.stalled: deque[tuple[float, int, int]] = deque()  # (lock expiry, job, queue) of killed attempts
+        self.stalled: deque[tuple[float, int, int, int]] = deque()  # (lock expiry, job, queue, attempt row)
         self.kills = any(e.kind == "sigkill" for e in s.events)
         eng = s.engine
         self.lock, self.interval, self.max_stalled = eng.lock_duration, eng.stalled_interval, eng.max_stalled
@@ -140,10 +143,11 @@ class PoolEvents:
             if job < 0:
                 continue
             m.running[s] = -1  # the pending end event is ignored
-            m.log.finish(m.slot_attempt[s], now, STALLED)
+            row = m.slot_attempt[s]
+            m.log.result[row] = STALLED  # it ends when the stalled check finds it (as the engine logs it)
             q = m.jobs.queue[job]
             m.queues.active[q] -= 1  # not running; its lock (and concurrency place) stays until recovered
-            self.stalled.append((now + self.lock, job, q))
+            self.stalled.append((now + self.lock, job, q, row))
 
     def _terminate(self, pool: Pool, w: int, now: float, grace: float) -> None:
         m = self.model
@@ -232,15 +236,16 @@ class PoolEvents:
         if not self.stalled:
             return
         m = self.model
-        keep: deque[tuple[float, int, int]] = deque()
+        keep: deque[tuple[float, int, int, int]] = deque()
         back: list[int] = []
         reopened: list[int] = []
         stalled = m.jobs.stalled
         for item in self.stalled:
-            expiry, job, q = item
+            expiry, job, q, row = item
             if expiry > now or q not in served:
                 keep.append(item)
                 continue
+            m.log.finish(row, now, STALLED)
             stalled[job] += 1
             if m.queues.gates[q] and m.queues.gates_ended(q, now):
                 reopened.append(q)
