@@ -59,6 +59,7 @@ class RedisServer:
                     return self
                 except redis.ConnectionError:
                     if self.proc.poll() is not None or time.monotonic() > deadline:
+                        self.kill()  # a server that answers nothing must not outlive the caller
                         raise HarnessError(f"redis-server did not start on port {self.port}; see {self.workdir / 'redis.log'}")
                     time.sleep(0.02)
         finally:

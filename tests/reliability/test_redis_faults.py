@@ -20,8 +20,8 @@ import pytest
 import redis
 
 from qsim.engine import Backoff, Queue
-from qsim.errors import RedisUnavailable
-from redis_server import RedisServer
+from qsim.errors import HarnessError, RedisUnavailable
+from redis_server import RedisServer, free_port
 from reliability_helpers import ROOT, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.chaos]
@@ -193,3 +193,16 @@ def test_redis_paused_longer_than_the_lock(own_redis: RedisServer, tmp_path: Pat
         if own_redis.proc is not None:
             os.kill(own_redis.proc.pid, signal.SIGCONT)
         stop_workers(procs)
+
+
+def test_a_server_that_never_answers_is_not_left_running(tmp_path: Path) -> None:
+    # Given a redis-server that starts but never answers where the helper waits for it
+    elsewhere = free_port()
+    server = RedisServer(tmp_path / "mute", extra_args=["--port", str(elsewhere)])
+    # When start() gives up
+    with pytest.raises(HarnessError, match="did not start"):
+        server.start(timeout=1.0)
+    # Then no process is left behind (it used to keep running, orphaned, after the test)
+    assert server.proc is None
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis(port=elsewhere, socket_connect_timeout=0.2, retry=None).ping()
