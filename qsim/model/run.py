@@ -64,10 +64,8 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -82,72 +80,18 @@ from qsim.model.events import PoolEvents
 from qsim.model.flows import Flows
 from qsim.model.limits import ConcurrencyLimit, Gate, RateLimit
 from qsim.model.queues import Queues
+from qsim.model.result import LazyFrames, ModelResult, core_attempts
 from qsim.model.retries import Retries, backoff_delay
 from qsim.model.state import COMPLETED, JobTable
 from qsim.model.support import check_supported
 from qsim.model.timeseries import Changes, ChangeLog, timeseries_frame
-from qsim.records import Records, attempts_frame
+from qsim.records import Records
 from qsim.scenario import Scenario
 from qsim.summary import summarize
 
 __all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
 Progress = Callable[[float], None]
-
-
-def _same(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame
-
-
-class LazyFrames(Mapping[str, pd.DataFrame]):
-    """A read-only mapping of DataFrames, each built on first access (then kept).
-
-    ``records.extra["timeseries"]`` costs nothing until someone reads it, so
-    sweeps that only need the Summary don't pay for it.
-    """
-
-    def __init__(self, builders: Mapping[str, Callable[[], pd.DataFrame]]) -> None:
-        self._builders = dict(builders)
-        self._frames: dict[str, pd.DataFrame] = {}
-
-    def __getitem__(self, key: str) -> pd.DataFrame:
-        if key not in self._frames:
-            self._frames[key] = self._builders[key]()
-        return self._frames[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._builders)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # pickling (e.g. results sent back from a process pool) builds every frame first
-        return {"frames": {key: self[key] for key in self._builders}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._frames = dict(state["frames"])
-        self._builders = {key: functools.partial(_same, frame) for key, frame in self._frames.items()}
-
-    def __len__(self) -> int:
-        return len(self._builders)
-
-
-@dataclass(frozen=True)
-class ModelResult:
-    """What one model run produced."""
-
-    scenario: Scenario
-    seed: int
-    records: Records
-    summary: dict[str, Any]
-
-    @property
-    def jobs(self) -> pd.DataFrame:
-        """The per-job records (``records.jobs``)."""
-        return self.records.jobs
-
-    @property
-    def timeseries(self) -> pd.DataFrame:
-        """Queue depth and active jobs per queue over time (see :mod:`qsim.model.timeseries`)."""
-        return self.records.extra["timeseries"]
 
 
 def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None,
@@ -179,15 +123,6 @@ def needs_full(scenario: Scenario) -> bool:
                 or j.flow is not None for j in scenario.jobs)
             or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
             or bool(scenario.events) or scenario.engine.fetch_overhead > 0)
-
-
-def _core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:
-    """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running)."""
-    ran = jobs[jobs["started"].notna()]
-    return attempts_frame({
-        "job_id": ran["job_id"].to_numpy(), "attempt": np.ones(len(ran), dtype=np.int64),
-        "worker": ran["worker"].to_numpy(), "start": ran["started"].to_numpy(), "end": ran["finished"].to_numpy(),
-        "result": np.where(ran["finished"].notna().to_numpy(), "ok", "cutoff").astype(object)})
 
 
 class Model:
@@ -624,7 +559,7 @@ class Model:
                 slots = tuple(self.events.slot_steps)
                 extra["drains"] = self.events.frame
         else:  # one attempt per job: the job table says it all
-            attempts = _core_attempts(jobs)
+            attempts = core_attempts(jobs)
         records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
         return ModelResult(scenario=s, seed=self.seed, records=records, summary=summary)

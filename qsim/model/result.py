@@ -1,0 +1,80 @@
+"""What a model run returns: :class:`ModelResult`, its lazily built frames, a core run's attempts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from qsim.records import Records, attempts_frame
+from qsim.scenario import Scenario
+
+__all__ = ["ModelResult", "LazyFrames", "core_attempts"]
+
+
+def _same(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame
+
+
+class LazyFrames(Mapping[str, pd.DataFrame]):
+    """A read-only mapping of DataFrames, each built on first access (then kept).
+
+    ``records.extra["timeseries"]`` costs nothing until someone reads it, so
+    sweeps that only need the Summary don't pay for it.
+    """
+
+    def __init__(self, builders: Mapping[str, Callable[[], pd.DataFrame]]) -> None:
+        self._builders = dict(builders)
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        if key not in self._frames:
+            self._frames[key] = self._builders[key]()
+        return self._frames[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickling (e.g. results sent back from a process pool) builds every frame first
+        return {"frames": {key: self[key] for key in self._builders}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._frames = dict(state["frames"])
+        self._builders = {key: functools.partial(_same, frame) for key, frame in self._frames.items()}
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """What one model run produced."""
+
+    scenario: Scenario
+    seed: int
+    records: Records
+    summary: dict[str, Any]
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """The per-job records (``records.jobs``)."""
+        return self.records.jobs
+
+    @property
+    def timeseries(self) -> pd.DataFrame:
+        """Queue depth and active jobs per queue over time (see :mod:`qsim.model.timeseries`)."""
+        return self.records.extra["timeseries"]
+
+
+def core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running)."""
+    ran = jobs[jobs["started"].notna()]
+    return attempts_frame({
+        "job_id": ran["job_id"].to_numpy(), "attempt": np.ones(len(ran), dtype=np.int64),
+        "worker": ran["worker"].to_numpy(), "start": ran["started"].to_numpy(), "end": ran["finished"].to_numpy(),
+        "result": np.where(ran["finished"].notna().to_numpy(), "ok", "cutoff").astype(object)})
