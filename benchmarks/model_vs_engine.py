@@ -441,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
           f"in-slot (fetch -> ack, beyond the service) {in_slot * 1000:.2f} ms")
     print("fitted fetch_overhead: " + ", ".join(f"fo_{fit[0]} = {fo * 1000:.2f} ms (light {fit}.mean)"
                                                  for fit, fo in overheads.items()))
+    print(f"  -> for this machine: [engine] fetch_overhead = {overheads['wait']:.4f}  (fo_w; the model puts the "
+          f"whole overhead before the start stamp, so fo_l double-counts the in-slot part into waits)")
     print_table(rows, lost, {c.name: c.note for c in chosen}, overheads)
     errs = {key: timing_error(rows, key) for key in ("ratio", *(f"ratio_{f}" for f in FITS))}
     print("\nmedian |log(engine/model)| over wait/latency rows: "
