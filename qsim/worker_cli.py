@@ -108,6 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser("stats", help="job counts per queue",
                               description="Print waiting/active/delayed/completed/dead counts per queue.")
     _common(p, queue_required=False)
+    p.add_argument("--group", metavar="TAG", help="the hash-tag group of --queue, if it has one")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_stats)
 
@@ -117,6 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("action", choices=("list", "show", "retry", "purge"))
     p.add_argument("ids", nargs="*", metavar="ID", help="job id(s) for show / retry")
     _common(p)
+    p.add_argument("--group", metavar="TAG", help="the hash-tag group of --queue, if it has one")
     p.add_argument("--all", action="store_true", dest="all_jobs", help="retry: every dead job")
     p.add_argument("--limit", type=_pos_int, default=100, help="list: at most this many (default 100)")
     _redact_option(p)
@@ -197,19 +199,28 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
     try:
         return Queue(args.queue or "_", redis=resolve_redis_url(args.redis), prefix=args.prefix,
-                     redact=_redacted_fields(args))
+                     redact=_redacted_fields(args), group=getattr(args, "group", None))
     except ValueError as e:
         _err(cmd, str(e))
         return None
 
 
-def _queue_names(q: Queue, prefix: str) -> list[str]:
+_STATE_SETS = ("wait", "delayed", "active", "completed", "dead", "waiting-children")
+
+
+def _queue_names(q: Queue, prefix: str) -> list[tuple[str, str | None]]:
+    """``(queue, group)`` of every queue with a state set: ``p:{q}:wait`` or, in a group, ``p:{g}:q:wait``."""
     names = set()
     head = f"{prefix}:{{"
     for key in q.client.scan_iter(match=f"{prefix}:{{*}}:*", _type="zset", count=1000):
         if key.startswith(head) and "}:" in key:
-            names.add(key[len(head) : key.index("}:")])
-    return sorted(names)
+            tag, tail = key[len(head) :].split("}:", 1)
+            parts = tail.split(":")
+            if len(parts) == 1 and parts[0] in _STATE_SETS:
+                names.add((tag, None))
+            elif len(parts) == 2 and parts[1] in _STATE_SETS:
+                names.add((parts[0], tag))
+    return sorted(names, key=lambda n: (n[1] or "", n[0]))
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -219,13 +230,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         try:
-            names = [args.queue] if args.queue else _queue_names(q, args.prefix)
+            names = [(args.queue, args.group)] if args.queue else _queue_names(q, args.prefix)
         except Exception as e:  # noqa: BLE001 - redis-py errors, wrapped below
             raise RedisUnavailable(f"Redis unavailable at {display_url(resolve_redis_url(args.redis))}: {e}") from e
         out = {}
-        for name in names:
-            qq = Queue(name, redis=q.client, prefix=args.prefix)
-            out[name] = {**qq.counts(), "paused": qq.is_paused()}
+        for name, group in names:
+            qq = Queue(name, redis=q.client, prefix=args.prefix, group=group)
+            label = name if group is None else f"{group}/{name}"
+            out[label] = {**qq.counts(), "paused": qq.is_paused(), **({"group": group} if group else {})}
     except EngineError as e:
         _err("stats", str(e))
         return EXIT_FAILURE

@@ -427,3 +427,4 @@ def test_sync_flow_producer_adds_the_same_flow(redis_url: str) -> None:
     asyncio.run(main())
     assert inv.get_job(added.parent.id).returnvalue == {ref: v for v, ref in enumerate(added.refs)}
     inv.close()
+
