@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from locust import LoadTestShape
-from locust.runners import MasterRunner
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.hooks import run_of
@@ -76,16 +76,19 @@ class ScenarioShape(LoadTestShape):
         elapsed = run.elapsed()
         if elapsed < window:
             return users, spawn
-        if elapsed < window + drain and not self.all_ended(run):
+        if elapsed < window + drain and not self.all_ended(run, elapsed - window):
             return users, spawn
         return None
 
-    def all_ended(self, run: LoadTestRun) -> bool:
+    def all_ended(self, run: LoadTestRun, since_window: float) -> bool:
         """Every job added has been reported ended: by this process's own count, or on a
         master (whose workers add and observe) by the ``enqueue`` and ``job`` statistics
-        the workers reported."""
+        the workers reported, once every worker has reported its last adds (a report
+        interval and a margin after the window, which opened a little later on workers)."""
         if not isinstance(self.runner, MasterRunner):
             return run.all_finished()
+        if since_window < WORKER_REPORT_INTERVAL + 1.0:
+            return False
         entries = self.runner.stats.entries
         added = sum(e.num_requests - e.num_failures for (_, kind), e in entries.items() if kind == "enqueue")
         ended = sum(e.num_requests for (name, kind), e in entries.items() if kind == "job" and name in run.rates)
