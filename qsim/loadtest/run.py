@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,13 +135,21 @@ class LoadTestRun:
         self.queues.clear()
 
     # -- producing -----------------------------------------------------------
-    def add(self, job_type: str) -> tuple[str, int]:
-        """Add the next job of ``job_type``; returns ``(job_id, payload bytes)``.
+    def add(self, job_type: str, make_payload: Callable[[str, str, dict[str, Any]], Any] | None = None,
+            ) -> tuple[str, int]:
+        """Add the next job of ``job_type``; returns ``(job_id, approximate payload size)``.
+
+        Args:
+            job_type: The job type (its queue, priority, attempts... come from the scenario).
+            make_payload: ``(job_type, job_id, planned payload) -> data`` to add instead of the
+                planned payload (real handlers); None adds the planned one.
 
         Raises:
             EngineError: The add failed or the id already existed (``created`` false).
         """
         job_id, payload, options = self.payloads.next(job_type)
+        if make_payload is not None:
+            payload = make_payload(job_type, job_id, payload)
         queue = self.queues[self.payloads.queue_of[job_type]]
         enqueued = queue.add(job_type, payload, **options)
         if not enqueued.created:
@@ -158,7 +167,7 @@ class LoadTestRun:
         """
         ended: list[tuple[str, str, str]] = []  # (queue, job id, event)
         per_queue = max(1, int(block * 1000 / max(1, len(self.queues))))
-        prefix = self.run_id
+        prefix = self.run_id + "-"  # ids are <run id>[-w<n>]-<type>-<n>: not another run whose id extends this one
         with redis_errors("reading job events"):
             for name, queue in self.queues.items():
                 reply = queue.client.xread({queue.keys.events: self._cursor[name]}, count=count, block=per_queue)

@@ -70,7 +70,23 @@ class ProducerUser(User):
     ``-u`` is the number of producer users (the observer comes on top); it sets
     how many adds may be in flight at once, not the rate: the rate is the
     scenario's, times ``--rate-scale``.
+
+    The payload is the planned one (``{"s": [...], "x": [...]}``) that the
+    synthetic handler of ``qsim.harness.pool_worker`` executes. For workers
+    with real handlers, subclass and override :meth:`make_payload` (import the
+    module, not the class, into the locustfile: Locust runs every User class it
+    finds there)::
+
+        from qsim.loadtest import users
+
+        class CheckoutProducer(users.ProducerUser):
+            def make_payload(self, job_type, job_id, planned):
+                return {"order_id": job_id, "items": 3}
     """
+
+    def make_payload(self, job_type: str, job_id: str, planned: dict[str, Any]) -> Any:
+        """The data of the job ``job_id`` of ``job_type``: the planned payload by default."""
+        return planned
 
     def on_start(self) -> None:
         self.run = _run(self)
@@ -111,7 +127,7 @@ class ProducerUser(User):
             return
         job_type = self.mix.next()
         with self.environment.events.request.measure("enqueue", job_type) as meta:
-            _, size = self.run.add(job_type)
+            _, size = self.run.add(job_type, self.make_payload)
             meta["response_length"] = size
 
 
