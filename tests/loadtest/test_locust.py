@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 COUNT_SLACK = 3
 
 
-def locust(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def locust(*args: str, timeout: float = 60, locustfile: str = "loadtests") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "QSIM_", "LOCUST_"))}
-    return subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests", "--headless", *args],
+    return subprocess.run([sys.executable, "-m", "locust", "-f", locustfile, "--headless", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -139,7 +139,7 @@ def test_two_types_on_two_queues_keep_their_own_rates_across_locust_processes(re
 
 
 @pytest.mark.redis
-def test_dead_letter_jobs_are_job_failures(redis_url: str, tmp_path: Path) -> None:
+def test_dead_letter_jobs_are_job_failures_and_an_own_producer_sets_payloads(redis_url: str, tmp_path: Path) -> None:
     # Given a type whose jobs are poison 40% of the time, retried once after 50 ms
     path = tmp_path / "poison.toml"
     path.write_text(textwrap.dedent("""
@@ -161,9 +161,21 @@ def test_dead_letter_jobs_are_job_failures(redis_url: str, tmp_path: Path) -> No
         queues = ["q"]
         concurrency = 8
         """))
+    # and a locustfile of one's own whose producer adds a field to each payload
+    locustfile = tmp_path / "own_locustfile.py"
+    locustfile.write_text(textwrap.dedent("""
+        from locust import events
+        from qsim.loadtest import QueueObserverUser, ScenarioShape, register, users
+
+        class TaggingProducer(users.ProducerUser):
+            def make_payload(self, job_type, job_id, planned):
+                return {**planned, "tag": job_id}
+
+        register(events)
+        """))
     # When Locust runs the scenario for its own duration (no -t)
-    proc = locust("--scenario", str(path), "--redis-url", redis_url, "--start-workers",
-                  "--csv", str(tmp_path / "run"))
+    proc = locust("--scenario", str(path), "--redis-url", redis_url, "--start-workers", "--run-id", "lt-own",
+                  "--csv", str(tmp_path / "run"), locustfile=str(locustfile))
     # Then the dead jobs are the failures of the job row (so Locust exits 1), and the completed
     # ones its successes; the adds themselves did not fail
     assert proc.returncode == 1, explain(proc)
@@ -177,6 +189,9 @@ def test_dead_letter_jobs_are_job_failures(redis_url: str, tmp_path: Path) -> No
     assert int(job["Failure Count"]) == counts["dead"]
     assert int(job["Request Count"]) == counts["dead"] + counts["completed"] == added
     assert "JobDead" in (tmp_path / "run_failures.csv").read_text()
+    # and the payloads were the producer's own
+    with Queue("q", redis=redis_url) as q:
+        assert q.get_job("lt-own-risky-0").data["tag"] == "lt-own-risky-0"
 
 
 def test_a_non_local_redis_is_refused_without_the_flag(tmp_path: Path) -> None:
