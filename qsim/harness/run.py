@@ -313,13 +313,23 @@ def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
             outcome, added[info.id].parent)
         for n, a in enumerate(info.attempts, 1):
             for key, v in zip(att, (info.id, n, a.worker, a.start - t0, a.end - t0,
-                                    ATTEMPT_RESULT.get(a.outcome, "failed")), strict=True):
+                                    _attempt_result(a.outcome, a.end - a.start, info.timeout)), strict=True):
                 att[key].append(v)
     for job_id, job in added.items():
         if job_id not in found:
             row(job_id, job.type, job.queue, job.priority, job.at, nan, nan, 0, 0, 0, "", "lost", job.parent)
     jobs = jobs_frame(cols).sort_values("enqueued", kind="stable").reset_index(drop=True)
     return Records(jobs=jobs, attempts=attempts_frame(att), slots=tuple(slot_changes))
+
+
+def _attempt_result(outcome: str, duration: float, timeout: float) -> str:
+    """The records' result of one engine attempt. The engine logs a timed-out attempt as
+    ``failed``; it ran its whole timeout (from the fetch stamp), which a planned failure
+    only does if planned that long, and then the timeout fired first: ``timeout``."""
+    result = ATTEMPT_RESULT.get(outcome, "failed")
+    if result == "failed" and timeout and timeout > 0 and duration >= timeout:
+        return "timeout"
+    return result
 
 
 def _timeseries(jobs: pd.DataFrame) -> pd.DataFrame:

@@ -24,18 +24,18 @@ pytestmark = pytest.mark.redis
 
 
 def make(name: str, queue: dict[str, Any], job: dict[str, Any], *, duration: float, workers: int = 2,
-         concurrency: int = 4, seed: int = 3) -> Scenario:
+         concurrency: int = 4, seed: int = 3, more_jobs: tuple[dict[str, Any], ...] = ()) -> Scenario:
     return Scenario.from_dict({
         "name": name, "seed": seed, "duration": duration, "queues": [{"name": "q", **queue}],
-        "jobs": [{"name": "a", "queue": "q", **job}],
+        "jobs": [{"name": "a", "queue": "q", **job}, *({"queue": "q", **j} for j in more_jobs)],
         "pools": [{"name": "p", "queues": ["q"], "workers": workers, "concurrency": concurrency}],
         "engine": {"lock_duration": 2.0, "stalled_interval": 1.0},
     })
 
 
 def by_arrival(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One job type: its jobs in arrival order (the plan's order; model ids j<n>, engine ids a-<n>)."""
-    return jobs.sort_values("enqueued", kind="stable").reset_index(drop=True)
+    """Jobs by type, then in arrival order (the plan's order; model ids j<n>, engine ids <type>-<n>)."""
+    return jobs.sort_values(["type", "enqueued"], kind="stable").reset_index(drop=True)
 
 
 def max_active(jobs: pd.DataFrame) -> int:
@@ -44,11 +44,14 @@ def max_active(jobs: pd.DataFrame) -> int:
 
 
 def test_retries_and_poison_follow_the_plan_job_for_job(redis_url: str) -> None:
-    # Given transient failures, a poison share and three attempts with a short backoff
+    # Given transient failures, a poison share and three attempts with a short backoff, and a
+    # type whose every attempt runs past its timeout (0.3 s of work, 0.1 s allowed)
     s = make("retries", {}, {"arrival": {"kind": "poisson", "rate": 25.0},
                              "service": {"kind": "exponential", "mean": 0.02},
                              "fail_prob": 0.35, "poison_prob": 0.1, "attempts": 3,
-                             "backoff": {"kind": "fixed", "delay": 0.05}}, duration=3.0)
+                             "backoff": {"kind": "fixed", "delay": 0.05}}, duration=3.0,
+             more_jobs=({"name": "hang", "arrival": {"kind": "constant", "rate": 2.0},
+                         "service": {"kind": "constant", "mean": 0.3}, "timeout": 0.1, "attempts": 2},))
     model = simulate(s)
     # When the engine runs the same scenario and seed
     engine = run_scenario(s, redis_url, drain_timeout=20)
@@ -57,13 +60,19 @@ def test_retries_and_poison_follow_the_plan_job_for_job(redis_url: str) -> None:
     assert e["lost"] == 0 and e["unfinished"] == 0 and e["stalled"] == 0
     for key in ("arrived", "completed", "dead", "failed_attempts"):
         assert e[key] == m[key], (key, e, m)
-    assert m["dead"] >= 3 and m["failed_attempts"] > m["dead"] * 3  # the scenario does exercise both paths
+    assert m["dead"] >= 3 + 6 and m["failed_attempts"] > m["dead"] * 2  # the scenario exercises every path
     # and job for job: the same jobs die, each after the same number of failed attempts
     mj, ej = by_arrival(model.jobs), by_arrival(engine.jobs)
     assert (ej["enqueued"] - mj["enqueued"]).abs().max() < 1.0  # the same arrivals (the engine's a little late)
     assert mj["outcome"].tolist() == ej["outcome"].tolist()
     assert mj["failed_attempts"].tolist() == ej["failed_attempts"].tolist()
     assert mj["attempts"].tolist() == ej["attempts"].tolist()
+    # and the attempts log says the same: every "hang" attempt a timeout, every other failure a failure
+    for records in (model.records, engine.records):
+        a = records.attempts
+        hang = a["job_id"].isin(records.jobs.loc[records.jobs["type"] == "hang", "job_id"])
+        assert set(a.loc[hang, "result"]) == {"timeout"} and hang.sum() == 2 * 6
+        assert set(a.loc[~hang, "result"]) == {"ok", "failed"}
 
 
 def test_rate_limited_throughput_is_max_per_on_both(redis_url: str) -> None:
