@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable
+from qsim.records import Records
 from qsim.scenario import Scenario
 
 __all__ = ["main", "build_parser"]
@@ -155,7 +156,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.out:
-        write_outputs(Path(args.out), result.records.jobs, result.timeseries, result.summary, scenario)
+        write_outputs(Path(args.out), result.records.jobs, result.timeseries, result.summary, scenario,
+                      result.records)
     if args.json:
         print_json(result.summary)
     else:
@@ -165,12 +167,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: dict[str, Any], scenario: Scenario) -> None:
-    """jobs.csv, timeseries.csv, summary.json and the PNG plots into ``out``."""
+def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: dict[str, Any], scenario: Scenario,
+                  records: Records | None = None) -> None:
+    """jobs.csv, attempts.csv, drains.csv (when processes were stopped), timeseries.csv,
+    summary.json and the PNG plots into ``out``."""
     from qsim.analysis import plots
 
     out.mkdir(parents=True, exist_ok=True)
     jobs.to_csv(out / "jobs.csv", index=False)
+    if records is not None:
+        records.attempts.to_csv(out / "attempts.csv", index=False)
+        drains = records.extra.get("drains")
+        if drains is not None and len(drains):
+            drains.to_csv(out / "drains.csv", index=False)
     timeseries.to_csv(out / "timeseries.csv", index=False)
     (out / "summary.json").write_text(json.dumps(_finite(summary), indent=2, allow_nan=False) + "\n")
     plots.queue_depth(timeseries, title=f"{scenario.name}: queue depth").savefig(out / "queue_depth.png", dpi=100)

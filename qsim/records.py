@@ -15,7 +15,7 @@ of the run (the model's clock, or Redis's clock minus the run's start).
     finished   float  end of its final attempt (NaN if unfinished)
     attempts   int    attempts started
     failed_attempts int  attempts that failed (error or timeout)
-    stalled    int    times it was found stalled or handed back and put back
+    stalled    int    times it was found stalled and put back (a shutdown hand-back is not a stall)
     worker     str    the worker (process) of its last attempt ("" if none)
     outcome    str    completed | dead | unfinished | lost
     parent     str    id of the flow/fan-out parent ("" if none)

@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with redis_for(args) as url:
         result = _engine(args, scenario, url)
     if args.out:
-        write_outputs(Path(args.out), result.jobs, result.timeseries, result.summary, scenario)
+        write_outputs(Path(args.out), result.jobs, result.timeseries, result.summary, scenario, result.records)
     if args.json:
         print_json(result.summary)
     else:

@@ -10,12 +10,11 @@ connect.
 from __future__ import annotations
 
 import ipaddress
-import re
 from urllib.parse import urlsplit
 
 from qsim.errors import HarnessError
 
-__all__ = ["require_local_or_confirmed", "is_local_redis", "CONFIRM_OPTION"]
+__all__ = ["require_local_or_confirmed", "is_local_redis", "display_url", "CONFIRM_OPTION"]
 
 #: The command-line option that confirms a non-local Redis on purpose.
 CONFIRM_OPTION = "--i-know-this-is-not-local"
@@ -23,23 +22,32 @@ CONFIRM_OPTION = "--i-know-this-is-not-local"
 _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 
 
-def _masked(url: str) -> str:
-    """``url`` with any password hidden (this module sits below the engine: no engine import)."""
-    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url) if "@" in url else url
+def display_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages and logs."""
+    if not isinstance(url, str) or "://" not in url:
+        return str(url)
+    scheme, rest = url.split("://", 1)
+    netloc, sep, tail = rest.partition("/")
+    if "@" not in netloc:
+        return url
+    userinfo, host = netloc.rsplit("@", 1)
+    shown = userinfo.split(":", 1)[0] + ":***" if ":" in userinfo else "***"
+    return f"{scheme}://{shown}@{host}{sep}{tail}"
+
 
 
 def _host(url: str) -> tuple[str, str]:
     """(scheme, host) of a Redis URL; raises HarnessError when it is not one."""
     if not isinstance(url, str) or "://" not in url:
-        raise HarnessError(f"not a Redis URL: {_masked(url)!r} (expected redis://, rediss:// or unix://)")
+        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss:// or unix://)")
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError as e:
-        raise HarnessError(f"not a Redis URL: {_masked(url)!r} ({e})") from e
+        raise HarnessError(f"not a Redis URL: {display_url(url)!r} ({e})") from e
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
-        raise HarnessError(f"not a Redis URL: {_masked(url)!r} (expected redis://, rediss:// or unix://)")
+        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss:// or unix://)")
     return scheme, host
 
 

@@ -18,6 +18,8 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
+from qsim.safety import display_url
+
 __all__ = ["CLUSTER_SCHEMES", "is_cluster_url", "connect", "connect_async", "check_decoded", "display_url"]
 
 #: How replies that are not UTF-8 are decoded. qsim writes only ASCII JSON and str names, so
@@ -33,19 +35,6 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 def is_cluster_url(url: str) -> bool:
     """Whether ``url`` asks for a Redis Cluster client."""
     return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
-
-
-def display_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for messages and logs."""
-    if not isinstance(url, str) or "://" not in url:
-        return str(url)
-    scheme, rest = url.split("://", 1)
-    netloc, sep, tail = rest.partition("/")
-    if "@" not in netloc:
-        return url
-    userinfo, host = netloc.rsplit("@", 1)
-    shown = userinfo.split(":", 1)[0] + ":***" if ":" in userinfo else "***"
-    return f"{scheme}://{shown}@{host}{sep}{tail}"
 
 
 def _plain(url: str) -> str:

@@ -35,6 +35,7 @@ import redis.asyncio
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
 from qsim.errors import HarnessError, NotSupportedError
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
+from qsim.safety import display_url
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
 from qsim.summary import summarize
@@ -159,7 +160,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
     try:
         await client.ping()
     except (redis.RedisError, OSError) as e:
-        raise HarnessError(f"cannot reach Redis at {url}: {e}") from e
+        raise HarnessError(f"cannot reach Redis at {display_url(url)}: {e}") from e
     queues = {q.name: AsyncQueue(q.name, redis=url, prefix=prefix) for q in scenario.queues}
     pools = _Pools(scenario, url, prefix, logdir)
     try:

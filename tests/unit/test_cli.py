@@ -86,7 +86,8 @@ def test_out_dir_writes_records_and_plots(tmp_path: Path, capsys: pytest.Capture
     out = tmp_path / "out"
     code, _, _ = run(capsys, "simulate", "--out", str(out), "--json")
     assert code == 0
-    for name in ("jobs.csv", "timeseries.csv", "summary.json", "queue_depth.png", "wait_distribution.png"):
+    for name in ("jobs.csv", "attempts.csv", "timeseries.csv", "summary.json", "queue_depth.png",
+                 "wait_distribution.png"):
         assert (out / name).stat().st_size > 0, name
     check_summary_shape(json.loads((out / "summary.json").read_text()))
     header = (out / "jobs.csv").read_text().splitlines()[0]
