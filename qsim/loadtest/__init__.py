@@ -22,7 +22,12 @@ A locustfile::
 - :class:`~qsim.loadtest.shape.ScenarioShape`: the scenario's duration, then a
   drain, then stop.
 - :class:`~qsim.loadtest.workers.WorkerPool`: the scenario's pools as local
-  processes (``--start-workers``).
+  processes, with the scenario's queue limits (``--start-workers``).
+- :mod:`~qsim.loadtest.compare`: the model's prediction for the same run
+  (``--compare-model``).
+
+Arguments and environment variables: :mod:`qsim.loadtest.config`. Keys, job
+ids and timestamps: :mod:`qsim.loadtest.run`.
 """
 
 from __future__ import annotations
