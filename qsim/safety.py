@@ -39,15 +39,15 @@ def display_url(url: str) -> str:
 def _host(url: str) -> tuple[str, str]:
     """(scheme, host) of a Redis URL; raises HarnessError when it is not one."""
     if not isinstance(url, str) or "://" not in url:
-        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss:// or unix://)")
+        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss://, redis+cluster:// or unix://)")
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError as e:
         raise HarnessError(f"not a Redis URL: {display_url(url)!r} ({e})") from e
     scheme = parts.scheme.lower()
-    if scheme not in ("redis", "rediss", "unix"):
-        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss:// or unix://)")
+    if scheme not in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss://, redis+cluster:// or unix://)")
     return scheme, host
 
 

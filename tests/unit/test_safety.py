@@ -50,3 +50,8 @@ def test_not_a_redis_url_is_a_harness_error(url: str) -> None:
     with pytest.raises(HarnessError, match="not a Redis URL") as e:
         require_local_or_confirmed(url, True)
     assert "pw-9" not in str(e.value)
+
+
+def test_cluster_urls_are_judged_by_their_host() -> None:
+    assert is_local_redis("redis+cluster://127.0.0.1:7000/0")
+    assert not is_local_redis("rediss+cluster://10.0.0.1:7000")
