@@ -16,6 +16,8 @@ Every error qsim raises on purpose derives from :class:`QsimError`::
     └── HarnessError                       running a scenario on the engine failed
 
 Handlers raise :class:`UnrecoverableError` to fail a job without retries.
+``Job.move_to_waiting_children()`` raises :class:`WaitingForChildren` (not an
+error: it ends the handler's run while the job's children finish).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "LockLost",
     "FlowError",
     "ChildFailed",
+    "WaitingForChildren",
     "RedisUnavailable",
     "HarnessError",
     "UnrecoverableError",
@@ -83,6 +86,12 @@ class FlowError(EngineError, ValueError):
 
 class ChildFailed(EngineError):
     """Raised by ``Job.wait_children()`` when a child with the ``fail`` policy went to the DLQ."""
+
+
+class WaitingForChildren(QsimError):
+    """Raised by ``Job.move_to_waiting_children()`` when the job left its slot for
+    waiting-children; the worker handles it (let it propagate). The handler runs
+    again from the start, in the same attempt, when the children are done."""
 
 
 class RedisUnavailable(EngineError):

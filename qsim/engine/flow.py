@@ -31,6 +31,19 @@ them, reporting progress as they complete::
         values = await job.wait_children()   # progress {"children_done", "children_total"}
         return sum(values.values())
 
+To free the slot instead, ``await job.move_to_waiting_children()`` (after
+``add_children``) parks the job in waiting-children and ends this run (it
+raises :class:`~qsim.errors.WaitingForChildren`, which the worker handles);
+the handler runs again from the start, in the same attempt, once the children
+are done, and this time ``add_children`` adds nothing and
+``move_to_waiting_children`` returns at once::
+
+    async def split(job):
+        await job.add_children([("parts", "render", {"page": p}, {"job_id": f"{job.id}-{p}"})
+                                for p in range(50)])
+        await job.move_to_waiting_children()
+        return sum((await job.children_values()).values())
+
 Give fan-out children ids derived from the parent's (``{"job_id":
 f"{job.id}-{i}"}``) and a retried handler's ``add_children`` skips the
 children it added before (they are counted once). ``wait_children`` polls the parent's counter (a few commands every 20-500 ms)
@@ -75,7 +88,7 @@ from qsim.engine.scripts import (
     run_op,
     run_op_async,
 )
-from qsim.errors import ChildFailed, FlowError, LockLost
+from qsim.errors import ChildFailed, FlowError, LockLost, WaitingForChildren
 
 if TYPE_CHECKING:
     from qsim.engine.job import Job
@@ -88,6 +101,7 @@ __all__ = [
     "CHILD_POLICIES",
     "add_children",
     "wait_children",
+    "move_to_waiting_children",
     "children_values",
     "children_failures",
 ]
@@ -408,3 +422,29 @@ async def wait_children(job: Job, *, progress: bool = True, max_poll: float = 0.
             return await children_values(job)
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, max_poll)
+
+
+async def move_to_waiting_children(job: Job) -> None:
+    """Park the running ``job`` in waiting-children while children are pending.
+
+    Returns at once when no child is pending. Otherwise raises
+    :class:`~qsim.errors.WaitingForChildren` (let it propagate: the worker
+    frees the slot, and the handler runs again when the children are done).
+
+    Raises:
+        WaitingForChildren: the job was parked.
+        ChildFailed: a child with the ``fail`` policy went to the DLQ.
+        LockLost: the worker no longer holds the job's lock.
+    """
+    w = _worker_of(job)
+    k = job_keys(job)
+    call = Call("park", (k.active, k.waiting_children), (k.job_prefix, job.id, job.token))
+    with redis_errors(f"park job {job.id}"):
+        code = int((await run_calls_async(w.client, w.scripts, [call]))[0])
+        if code == 2:
+            (failed,) = await run_calls_async(w.client, w.scripts, [command("HGET", k.job(job.id), "child_failed")])
+            raise ChildFailed(f"child {failed}")
+    if code == -1:
+        raise LockLost(f"job {job.id}: this worker no longer holds its lock")
+    if code == 1:
+        raise WaitingForChildren(f"job {job.id} waits for its children")

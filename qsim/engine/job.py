@@ -267,6 +267,17 @@ class Job:
 
         return await flow.add_children(self, children, on_failure=on_failure)
 
+    async def move_to_waiting_children(self) -> None:
+        """Free this job's slot while its children run (see :func:`qsim.engine.flow.move_to_waiting_children`).
+
+        Returns at once when no child is pending; otherwise raises
+        ``WaitingForChildren`` (let it propagate) and the handler runs again
+        from the start, in the same attempt, once the children are done.
+        """
+        from qsim.engine import flow
+
+        await flow.move_to_waiting_children(self)
+
     async def wait_children(self, *, progress: bool = True) -> dict[str, Any]:
         """Wait for every child added by :meth:`add_children`, reporting progress; returns :meth:`children_values`.
 

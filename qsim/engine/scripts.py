@@ -57,6 +57,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "progress",
     "add_flow",
     "add_children",
+    "park",
     "queue_stats",
 )
 

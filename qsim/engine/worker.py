@@ -66,7 +66,7 @@ from qsim.engine.protocol import (
 )
 from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, DEFAULT_KEEP_COMPLETED
 from qsim.engine.scripts import CONNECTION_ERRORS, Call, ScriptSet, run_calls_async
-from qsim.errors import LockLost, PayloadError, RedisUnavailable, UnrecoverableError
+from qsim.errors import LockLost, PayloadError, RedisUnavailable, UnrecoverableError, WaitingForChildren
 
 __all__ = ["Worker", "Handler", "EXIT_DRAINED", "EXIT_CUT_OFF"]
 
@@ -569,6 +569,8 @@ class Worker:
             self._acks.append((job, rv, result))
         except asyncio.CancelledError:
             self._releases.append(job)
+        except WaitingForChildren:
+            pass  # the park script took the job out of active: nothing to acknowledge
         except Exception as e:  # noqa: BLE001 - a handler may raise anything
             self._failed(job, e)
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt, SystemExit, GeneratorExit from a handler

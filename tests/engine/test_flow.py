@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -296,8 +297,6 @@ def test_child_that_stalls_too_often_fails_its_parent(redis_url: str, redis_clie
     s = ScriptSet(redis_client)
     (got,) = P.parse_fetch(run_calls(redis_client, s, [P.fetch_call(data.keys, 1, 1, "w", "t")])[0])
     assert got.id == "c"
-    import time
-
     time.sleep(0.01)
     # When the stalled check finds it with max_stalled = 0
     requeued, dead = run_calls(redis_client, s, [P.recover_stalled_call(data.keys, 100, 0)])[0]
@@ -428,3 +427,71 @@ def test_sync_flow_producer_adds_the_same_flow(redis_url: str) -> None:
     assert inv.get_job(added.parent.id).returnvalue == {ref: v for v, ref in enumerate(added.refs)}
     inv.close()
 
+
+
+def test_move_to_waiting_children_frees_the_slot_and_resumes_once_children_are_done(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("fan", redis=redis_url)
+        await q.add("split", {"n": 50}, job_id="big")
+        runs: list[tuple[int, float]] = []
+        pieces: dict[int, int] = {}
+
+        async def handler(job: Job) -> Any:
+            if job.name == "piece":
+                pieces[job.data["i"]] = pieces.get(job.data["i"], 0) + 1
+                return job.data["i"]
+            runs.append((job.attempt, time.time()))
+            await job.add_children([("fan", "piece", {"i": i}, {"job_id": f"{job.id}-{i}"})
+                                    for i in range(job.data["n"])])
+            await job.move_to_waiting_children()
+            return sum((await job.children_values()).values())
+
+        results: dict[str, Any] = {}
+
+        async def done() -> bool:
+            return "big" in results
+
+        # concurrency 1, one queue: a parent holding its slot would wait forever; completed
+        # jobs are trimmed at once (keep_completed=0), so only the parent's hash remembers its children
+        w = Worker("fan", handler, redis=redis_url, concurrency=1, keep_completed=0, **FAST)
+        w.on("completed", lambda job, result: results.__setitem__(job.id, result) if job.name == "split" else None)
+        await run_workers([w], done)
+        assert results == {"big": sum(range(50))}
+        assert [a for a, _ in runs] == [1, 1]  # ran twice, in the same attempt
+        assert pieces == {i: 1 for i in range(50)}  # every child ran once, none re-added on resume
+        big_events = [e["event"] for e in await q.events(1000) if e["job"] == "big"]
+        assert big_events == ["completed"]
+        c = await q.counts()
+        assert c["waiting"] == c["active"] == c["waiting_children"] == c["dead"] == 0
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_parked_parent_fails_when_a_fail_child_dies(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("fan", redis=redis_url)
+        await q.add("split", {}, job_id="p")
+        parent_runs = [0]
+
+        async def handler(job: Job) -> Any:
+            if job.name == "piece":
+                if job.data["i"] == 2:
+                    raise UnrecoverableError("piece 2 is poison")
+                await asyncio.sleep(0.05)
+                return job.data["i"]
+            parent_runs[0] += 1
+            await job.add_children([("fan", "piece", {"i": i}, {"job_id": f"c{i}"}) for i in range(4)])
+            await job.move_to_waiting_children()
+            return "unreachable"
+
+        async def dead() -> bool:
+            return (await q.counts())["dead"] == 2 and (await q.counts())["completed"] == 3
+
+        await run_workers([Worker("fan", handler, redis=redis_url, concurrency=2, **FAST)], dead)
+        p = await q.get_job("p")
+        assert p.state == "dead" and p.error == "ChildFailed: child fan:c2 failed: UnrecoverableError: piece 2 is poison"
+        assert parent_runs == [1] and (await q.counts())["waiting_children"] == 0
+        await q.close()
+
+    asyncio.run(main())

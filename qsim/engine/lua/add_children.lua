@@ -14,9 +14,11 @@ ARGV[5 + 10*i ..] per child: queue key base, on-failure policy ("fail" |
         "ignore"), id ("" = generate), name, data (JSON), priority, delay_ms,
         max_attempts, backoff (JSON or ""), timeout (s)
 
-A child whose id exists already as a child of this parent is left alone
-and not counted again (a retried handler re-adding children with ids derived
-from its own is a no-op for those).
+A child whose id exists already as a child of this parent, or that this
+parent has already heard from (its children / children-failed hashes, which
+outlive trimmed children), is left alone and not counted again: a retried or
+resumed handler re-adding children with ids derived from its own is a no-op
+for those.
 
 Returns {code, ...}: {1, child id 1, ..., child id n} added; {-1} the token
 does not match an active parent (lock lost, nothing written); {-3, "queue:id"}
@@ -37,10 +39,14 @@ local known = {}
 local new = 0
 for i = 0, n - 1 do
   local b = 5 + i * 10
-  if ARGV[b + 2] ~= '' and redis.call('EXISTS', ARGV[b] .. 'job:' .. ARGV[b + 2]) == 1 then
+  local ref = qsim_queue_of(ARGV[b]) .. ':' .. ARGV[b + 2]
+  if ARGV[b + 2] ~= '' and (redis.call('HEXISTS', pbase .. 'children:' .. pid, ref) == 1
+      or redis.call('HEXISTS', pbase .. 'children-failed:' .. pid, ref) == 1) then
+    known[i] = true
+  elseif ARGV[b + 2] ~= '' and redis.call('EXISTS', ARGV[b] .. 'job:' .. ARGV[b + 2]) == 1 then
     local c = redis.call('HMGET', ARGV[b] .. 'job:' .. ARGV[b + 2], 'parent', 'parent_base')
     if c[1] ~= pid or c[2] ~= pbase then
-      return {-3, qsim_queue_of(ARGV[b]) .. ':' .. ARGV[b + 2]}
+      return {-3, ref}
     end
     known[i] = true
   else
