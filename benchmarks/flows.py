@@ -8,7 +8,8 @@ with two in-process workers (one per queue, concurrency 50 each):
   with ``FlowProducer.add`` one flow per call; the parents run after their
   children and read ``children_values()``;
 * fan-out: N / (k + 1) parents that each ``add_children`` k children and
-  ``wait_children()`` for them.
+  ``wait_children()`` for them (holding their slot), then the same with
+  ``move_to_waiting_children()`` (the slot is freed; the parent runs twice).
 
 Rates use Redis-clock job timestamps (first start to last finish).
 
@@ -38,6 +39,10 @@ async def handler(job: Job) -> Any:
     if job.name == "fan":
         await job.add_children([("kids", "child", {}) for _ in range(job.data["k"])])
         return len(await job.wait_children(progress=False))
+    if job.name == "park":
+        await job.add_children([("kids", "child", {}, {"job_id": f"{job.id}-{i}"}) for i in range(job.data["k"])])
+        await job.move_to_waiting_children()
+        return len(await job.children_values())
     return None
 
 
@@ -76,6 +81,9 @@ async def main(url: str, n: int, k: int) -> None:
           f"({flows_n} flows; FlowProducer.add: {add_rate:,.0f} flows/s, one call each)")
     await top.add_bulk([("fan", {"k": k}) for _ in range(flows_n)])
     print(f"fan-out (add_children + wait):      {await drain(url, total):>8,.0f} jobs/s  ({flows_n} parents)")
+    await top.add_bulk([("park", {"k": k}) for _ in range(flows_n)])
+    print(f"fan-out (move_to_waiting_children): {await drain(url, total):>8,.0f} jobs/s  ({flows_n} parents, "
+          "each run twice)")
     await top.close()
 
 
