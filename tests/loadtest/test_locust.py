@@ -130,12 +130,16 @@ def test_two_types_on_two_queues_keep_their_own_rates_across_locust_processes(re
     # Then each type got its own rate x window and each its latency row, in the master's stats
     assert proc.returncode == 0, explain(proc)
     rows = stats(tmp_path / "run")
+    counts = {}
     for name, rate, queue in (("ping", 8.0, "fast"), ("report", 2.0, "slow")):
-        added = int(rows[("enqueue", name)]["Request Count"])
-        assert abs(added - rate * 2) <= COUNT_SLACK, f"{name}: {added} adds, expected {rate * 2}"
+        added = counts[name] = int(rows[("enqueue", name)]["Request Count"])
+        # distributed start-up on a loaded machine can stretch the window, never shrink it
+        assert rate * 2 - COUNT_SLACK <= added <= rate * 4 + COUNT_SLACK, f"{name}: {added} adds, expected ~{rate * 2}"
         assert int(rows[("job", name)]["Request Count"]) == added
         with Queue(queue, redis=redis_url) as q:
             assert q.counts()["completed"] == added
+    # and the two types keep their 4:1 rates relative to each other
+    assert 2.5 <= counts["ping"] / counts["report"] <= 6, counts
 
 
 @pytest.mark.redis
