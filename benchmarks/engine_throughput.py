@@ -161,6 +161,45 @@ def pickup_latency(url: str, n: int = 300) -> list[float]:
     return lat
 
 
+async def asyncio_ceiling(n: int = 5000, concurrency: int = 50) -> float:
+    """Jobs/s of ``concurrency`` bare asyncio tasks each awaiting 10 ms, ``n`` in all: what the
+    event loop alone allows the I/O-bound run (``asyncio.sleep`` wakes late by the loop's timer
+    resolution and the time the other 49 tasks take to be run)."""
+    left = [n]
+
+    async def slot() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            await asyncio.sleep(0.01)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(slot() for _ in range(concurrency)))
+    return n / (time.perf_counter() - t0)
+
+
+def peer_table(url: str, n: int, runs: int, qsim_rate: float) -> None:
+    """The same drain (``n`` no-op jobs enqueued first, one worker process, concurrency 10) on each
+    installed peer, median of ``runs``; prints system, jobs/s and qsim's ratio to it."""
+    import benchmarks.peers as peers
+
+    print(f"\nsame drain on peers ({n} no-op jobs, 1 worker process, concurrency 10, median of {runs}):")
+    print(f"  {'system':<18} {'jobs/s':>10}   qsim/peer")
+    print(f"  {'qsim':<18} {qsim_rate:10,.0f}   1.0x")
+    for label, module, pip_name in peers.PEERS:
+        if peers.load(module) is None:
+            print(f"  {label:<18} {'-':>10}   not installed (pip install .[bench], or pip install {pip_name})")
+            continue
+        try:
+            rates = [peers.drain(label, module, url, n, 10) for _ in range(runs)]
+        except Exception as e:  # noqa: BLE001 - a peer's failure is reported, the benchmark goes on
+            print(f"  {label:<18} {'-':>10}   failed: {e}")
+            continue
+        med = statistics.median(rates)
+        print(f"  {label:<18} {med:10,.0f}   {qsim_rate / med:.1f}x   (runs: {', '.join(f'{r:,.0f}' for r in rates)})")
+    for label, why in peers.SKIPPED:
+        print(f"  {label:<18} {'-':>10}   {why}")
+
+
 def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
@@ -169,6 +208,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--skip-peers", action="store_true", help="do not run the peer queues (bench extra)")
     a = ap.parse_args()
     from redis_server import RedisServer
 
@@ -199,7 +239,11 @@ def main() -> int:
                   f"p99 {pct(lat, 99):.2f} ms")
             io = statistics.median(drain(url, 5000, 50, 1, "io10") for _ in range(a.runs))
             print(f"I/O-bound (10 ms each, concurrency 50, 5000 jobs): {io:,.0f} jobs/s = {io / 5000:.0%} of ideal 5,000/s")
-            print("peers (bullmq, dramatiq, huey, saq, arq): not run (the optional bench extra is not installed)")
+            ceiling = statistics.median(asyncio.run(asyncio_ceiling()) for _ in range(a.runs))
+            print(f"  asyncio alone (50 tasks awaiting 10 ms, no Redis): {ceiling:,.0f} jobs/s = {ceiling / 5000:.0%}; "
+                  f"qsim reaches {io / ceiling:.0%} of that")
+            if not a.skip_peers:
+                peer_table(url, a.jobs, a.runs, rows[0][1])
         finally:
             server.stop()
     return 0
