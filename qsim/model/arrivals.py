@@ -23,14 +23,16 @@ import math
 import zlib
 from array import array
 from collections.abc import Callable, MutableSequence
+from heapq import heappush
 from dataclasses import dataclass
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from qsim.scenario import Scenario
 
-__all__ = ["PURPOSES", "JobDraws", "stream", "draw_jobs", "ArrivalFeed"]
+__all__ = ["PURPOSES", "JobDraws", "stream", "draw_jobs", "ArrivalFeed", "rearm"]
 
 #: Stream purposes; a stream is keyed by (job type name, purpose index).
 PURPOSES = ("arrival", "service", "failure", "backoff", "retry_service")
@@ -132,10 +134,11 @@ class ArrivalFeed:
             d = exact_delay(now, at)
         simpy.events.Timeout(self.env, d).callbacks.append(self._fire)
 
-    def _fire(self, _event: simpy.events.Event) -> None:
+    def _fire(self, event: simpy.events.Event) -> None:
         times, i = self.times, self.next
         at = times[i]
-        now = self.env.now  # == at, or one ulp later (see exact_delay)
+        env = self.env
+        now = env._now  # == at, or one ulp later (see exact_delay)
         n = len(times)
         j = i + 1
         while j < n and times[j] == at:
@@ -153,4 +156,19 @@ class ArrivalFeed:
             d = at - now
             if now + d != at:
                 d = exact_delay(now, at)
-            simpy.events.Timeout(self.env, d).callbacks.append(self._fire)
+            rearm(env, event, d, self._fire)
+
+
+def rearm(env: simpy.Environment, event: simpy.events.Event, delay: float,
+          callback: Callable[[simpy.events.Event], None]) -> None:
+    """Schedule a processed event again, ``delay`` from now, with one callback.
+
+    What ``Timeout(env, delay).callbacks.append(callback)`` does (same time,
+    same priority, the next event id, hence the same order), without a new
+    object: the model's hot paths (the next arrival, a slot's next attempt end)
+    reuse their event. It writes SimPy's queue directly (``env._queue``,
+    ``env._eid``, as ``Environment.schedule`` does; SimPy 4). Only for an
+    event that has been processed (its callbacks ran) and succeeded.
+    """
+    event.callbacks = [callback]
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), event))  # type: ignore[attr-defined]

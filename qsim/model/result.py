@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qsim.errors import QsimError
 from qsim.records import Records, attempts_frame
 from qsim.scenario import Scenario
 
-__all__ = ["ModelResult", "LazyFrames", "core_attempts"]
+__all__ = ["ModelResult", "LazyFrames", "core_attempts", "RecordsNotKept"]
 
 
 def _same(frame: pd.DataFrame) -> pd.DataFrame:
@@ -51,24 +52,34 @@ class LazyFrames(Mapping[str, pd.DataFrame]):
         return len(self._builders)
 
 
+class RecordsNotKept(QsimError, RuntimeError):
+    """Raised when a run's records are asked for but it ran with ``records=False``."""
+
+
 @dataclass(frozen=True)
 class ModelResult:
-    """What one model run produced."""
+    """What one model run produced (``records`` is None when it ran with ``records=False``)."""
 
     scenario: Scenario
     seed: int
-    records: Records
+    records: Records | None
     summary: dict[str, Any]
+
+    def _kept(self, what: str) -> Records:
+        if self.records is None:
+            raise RecordsNotKept(f"result.{what} is not available: the run used records=False "
+                                 "(only the Summary was kept); simulate with records=True for it")
+        return self.records
 
     @property
     def jobs(self) -> pd.DataFrame:
         """The per-job records (``records.jobs``)."""
-        return self.records.jobs
+        return self._kept("jobs").jobs
 
     @property
     def timeseries(self) -> pd.DataFrame:
         """Queue depth and active jobs per queue over time (see :mod:`qsim.model.timeseries`)."""
-        return self.records.extra["timeseries"]
+        return self._kept("timeseries").extra["timeseries"]
 
 
 def core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:

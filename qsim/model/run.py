@@ -70,7 +70,7 @@ from heapq import heappop, heappush
 import numpy as np
 import pandas as pd
 import simpy
-from simpy.events import Event, Timeout
+from simpy.events import NORMAL, Event, Timeout
 
 from qsim.model.arrivals import ArrivalFeed, JobDraws, draw_jobs
 from qsim.model.attempts import AttemptLog
@@ -83,6 +83,7 @@ from qsim.model.queues import Queues
 from qsim.model.result import LazyFrames, ModelResult, core_attempts
 from qsim.model.retries import Retries, backoff_delay
 from qsim.model.state import COMPLETED, JobTable
+from qsim.model.recordless import FLUSH, StreamHooks
 from qsim.model.support import check_supported
 from qsim.model.timeseries import Changes, ChangeLog, timeseries_frame
 from qsim.records import Records
@@ -95,7 +96,7 @@ Progress = Callable[[float], None]
 
 
 def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None,
-             progress: Progress | None = None) -> ModelResult:
+             progress: Progress | None = None, records: bool = True) -> ModelResult:
     """Simulate a scenario with the SimPy model.
 
     Args:
@@ -103,6 +104,13 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
         seed: overrides ``scenario.seed``; the same seed gives identical records.
         max_jobs: stop arrivals after this many jobs (the earliest arrivals over all types).
         progress: called now and then with the fraction (0..1) of jobs settled, last with 1.0.
+        records: False keeps only what the Summary needs (for sweeps and long runs):
+            ``result.records`` is None and ``result.jobs`` and ``result.timeseries`` raise
+            :class:`~qsim.model.result.RecordsNotKept`. A core run streams its statistics
+            (:mod:`qsim.model.recordless`: p50/p95/p99 within
+            :data:`~qsim.summary.STREAM_REL_ERROR`, about 0.6%, of the exact ones; every
+            other figure exact); a run with any other mechanism computes the exact Summary
+            from its records and drops them.
 
     Raises:
         NotSupportedError: the scenario uses a feature the model cannot run yet.
@@ -113,8 +121,8 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     seed = int(seed)
-    draws = draw_jobs(scenario, seed=seed, max_jobs=max_jobs)
-    return Model(scenario, draws, seed=seed).run(progress)
+    model = Model(scenario, draw_jobs(scenario, seed=seed, max_jobs=max_jobs), seed=seed, records=records)
+    return model.run(progress)
 
 
 def needs_full(scenario: Scenario) -> bool:
@@ -125,7 +133,7 @@ def needs_full(scenario: Scenario) -> bool:
             or bool(scenario.events) or scenario.engine.fetch_overhead > 0)
 
 
-class Model:
+class Model(StreamHooks):
     """One run of a scenario over drawn jobs (see the module docstring).
 
     :func:`simulate` draws the jobs with :func:`~qsim.model.arrivals.draw_jobs`;
@@ -134,12 +142,15 @@ class Model:
 
         result = Model(scenario, JobDraws(time=t, type=k, service=s), seed=0).run()
 
-    A model runs once.
+    A model runs once. ``records=False``: see :func:`simulate`.
     """
 
-    def __init__(self, scenario: Scenario, draws: JobDraws, *, seed: int) -> None:
+    def __init__(self, scenario: Scenario, draws: JobDraws, *, seed: int, records: bool = True) -> None:
         self.scenario = scenario
         self.seed = seed
+        self.full = full = needs_full(scenario)
+        self.keep_records = records
+        self.streaming = not records and not full  # the record-less core hooks (qsim.model.recordless)
         self.env = env = simpy.Environment()
         self.queue_names = [q.name for q in scenario.queues]
         self.type_names = [j.name for j in scenario.jobs]
@@ -154,9 +165,9 @@ class Model:
             priority=[type_priority[k] for k in types.tolist()],
             enqueued=draws.time,
             service=draws.service,
+            records=not self.streaming,
         )
 
-        self.full = full = needs_full(scenario)
         gates: list[list[Gate]] = [[] for _ in scenario.queues]
         for i, qs in enumerate(scenario.queues):
             if qs.concurrency_limit is not None:
@@ -207,7 +218,10 @@ class Model:
         self._next_tick = math.inf
         self._tick = 1
         self._ran = False
+        self._next_progress = math.inf
         self._bind()
+        if self.streaming:
+            self._init_stream()
 
     # ------------------------------------------------------------------ hooks
     # The three hooks below run once or twice per job: they read columns and
@@ -224,9 +238,17 @@ class Model:
         # the one pool serving each queue (None when several do: Dispatcher.offer chooses)
         self._solo = [pools[0] if len(pools) == 1 else None for pools in d.pools_of]
         self._on_end, self._slot_worker, self._running = self.attempt_ended, self.slot_worker, self.running
+        self._queue, self._eid = self.env._queue, self.env._eid  # type: ignore[attr-defined]
+        self._slot_events = [self._done_event(slot) for slot in range(self.n_slots)]
         if self.full:
             self._on_end = self._ended_full
             self._type, self._enqueued_at, self._aging = self.jobs.type, self.jobs.enqueued, self.queues.aging
+
+    def _done_event(self, slot: int) -> Event:
+        """An event of ``slot`` for core attempt ends: scheduled again for each attempt, value ``slot``."""
+        ev = Event(self.env)
+        ev._ok, ev._value = True, slot
+        return ev
 
     def enqueue(self, job: int) -> None:
         """Job ``job`` becomes waiting now; offer its queue to the pools."""
@@ -273,7 +295,10 @@ class Model:
         if self._gates[q]:
             self.queues.gates_started(q, now)
         self._running[slot] = job
-        Timeout(env, self._service[job], slot).callbacks.append(self._on_end)
+        # the slot's end event, reused (see arrivals.rearm): Timeout(env, service, slot) without the object
+        ev = self._slot_events[slot]
+        ev.callbacks = [self._on_end]
+        heappush(self._queue, (now + self._service[job], NORMAL, next(self._eid), ev))
 
     def attempt_ended(self, event: Event) -> None:
         """Callback of an attempt's end: free the slot, settle the job, dispatch the next."""
@@ -498,7 +523,11 @@ class Model:
         if progress is not None:
             self._progress = progress
             self._tick = max(1, math.ceil(self.jobs.n / 100))
-            self._next_tick = self._tick
+            self._next_tick = self._next_progress = self._tick
+        if self.streaming:
+            self._next_tick = min(self._next_progress, FLUSH)
+            if self._warmup > 0:  # the depth at warmup, before anything else happens then
+                Timeout(env, self._warmup).callbacks.append(self._at_warmup_cb)
         if self.jobs.n == 0:
             self.done.succeed()
         Timeout(env, self.horizon).callbacks.append(self._at_horizon)
@@ -548,6 +577,8 @@ class Model:
     def result(self) -> ModelResult:
         """Records, time series and Summary of the run so far."""
         s = self.scenario
+        if self.streaming:
+            return ModelResult(scenario=s, seed=self.seed, records=None, summary=self.stream_summary())
         jobs = self.jobs.frame(type_names=self.type_names, queue_names=self.queue_names,
                                worker_names=self.worker_names)
         extra: dict[str, Callable[[], pd.DataFrame]] = {
@@ -562,4 +593,4 @@ class Model:
             attempts = core_attempts(jobs)
         records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
-        return ModelResult(scenario=s, seed=self.seed, records=records, summary=summary)
+        return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)

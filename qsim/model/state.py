@@ -27,10 +27,13 @@ OUTCOME_NAMES = ("unfinished", "completed", "dead", "lost")
 
 
 class JobTable:
-    """Columns of every job of a run (``array``/list columns, cheap to set one cell)."""
+    """Columns of every job of a run (``array``/list columns, cheap to set one cell).
+
+    With ``records=False`` the record columns (``started`` and after) stay empty.
+    """
 
     def __init__(self, *, type_: Column, queue: Column, priority: Column, enqueued: Column,
-                 service: Column) -> None:
+                 service: Column, records: bool = True) -> None:
         n = int(len(type_))
         self.n = n
         self.type: list[int] = np.asarray(type_, dtype=np.int64).tolist()
@@ -38,6 +41,8 @@ class JobTable:
         self.priority: list[int] = np.asarray(priority, dtype=np.int64).tolist()
         self.enqueued = array("d", np.asarray(enqueued, dtype=float).tobytes())
         self.service = array("d", np.asarray(service, dtype=float).tobytes())  # next attempt's service time
+        if not records:  # a record-less core run (qsim.model.recordless) reads only the columns above
+            n = 0
         self.started = array("d", [math.nan]) * n  # first attempt
         self.finished = array("d", [math.nan]) * n  # final attempt
         self.attempts = array("q", [0]) * n
