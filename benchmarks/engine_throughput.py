@@ -8,7 +8,26 @@ the same run measures:
   two processes, median of several runs, with the ratio to a naive worker
   that makes one round trip per job per state change (fetch 1, ack 1);
 * pickup latency on an idle queue (enqueue -> handler start, p50/p95/p99);
-* I/O-bound jobs (each awaits 10 ms, concurrency 50) against the ideal rate.
+* I/O-bound jobs (each awaits 10 ms, concurrency 50) against the ideal rate,
+  with the worker's default ``prefetch=0`` and with ``prefetch=IO_PREFETCH``,
+  next to what bare asyncio tasks reach (no Redis);
+* when the peer queues are installed (``pip install .[bench]``: huey, dramatiq,
+  BullMQ for Python, SAQ; see benchmarks/peers/) the same drain on each (one
+  worker process, concurrency 10, its own normal worker) and qsim's ratio.
+
+Where the I/O-bound gap goes (measured on a 2-core box, cProfile, timing the
+worker's round trips and Redis INFO commandstats): a 10 ms ``asyncio.sleep``
+itself takes ~10.4-10.6 ms in a busy loop, so bare asyncio tops out at ~92-94%
+of 5,000/s. With ``prefetch=0`` a slot that frees is refilled only by a round
+trip (ack + fetch in one pipeline, ~1 ms here, of which ~0.26 ms is the two
+scripts in Redis), and it often waits for one of the ``max_inflight`` batches
+already in flight first: ~1.5-2 round trips, ~2 ms per 12.5 ms cycle, so
+80-84%. Bigger batches or more batches in flight do not help (the wait is
+latency, not capacity; the worker uses ~1/3 of a core). ``prefetch`` holds a
+few locked jobs in the process so a freed slot starts one at once: ~90-92%,
+the asyncio limit. The cost: prefetched jobs are taken from the queue up to a
+round trip before they start (their "started" time is the fetch), and a
+later, higher-priority job waits behind them.
 
 Drain rates use Redis-clock job timestamps: first attempt start to last
 finish, so process start-up is not counted.
@@ -83,10 +102,16 @@ async def naive_worker(url: str, queue: str, concurrency: int) -> int:
     return 0
 
 
+#: jobs fetched ahead of free slots in the second I/O-bound run (``Worker(prefetch=...)``)
+IO_PREFETCH = 12
+
+
 def worker_main(url: str, queue: str, concurrency: int, handler: str) -> int:
     if handler == "naive":
         return asyncio.run(naive_worker(url, queue, concurrency))
-    w = Worker(queue, HANDLERS[handler], redis=url, concurrency=concurrency, keep_completed=None)
+    prefetch = IO_PREFETCH if handler.endswith("+prefetch") else 0
+    w = Worker(queue, HANDLERS[handler.removesuffix("+prefetch")], redis=url, concurrency=concurrency,
+               keep_completed=None, prefetch=prefetch)
     return asyncio.run(w.run())
 
 
@@ -239,9 +264,11 @@ def main() -> int:
                   f"p99 {pct(lat, 99):.2f} ms")
             io = statistics.median(drain(url, 5000, 50, 1, "io10") for _ in range(a.runs))
             print(f"I/O-bound (10 ms each, concurrency 50, 5000 jobs): {io:,.0f} jobs/s = {io / 5000:.0%} of ideal 5,000/s")
+            iop = statistics.median(drain(url, 5000, 50, 1, "io10+prefetch") for _ in range(a.runs))
+            print(f"  same, Worker(prefetch={IO_PREFETCH}):                  {iop:,.0f} jobs/s = {iop / 5000:.0%} of ideal")
             ceiling = statistics.median(asyncio.run(asyncio_ceiling()) for _ in range(a.runs))
             print(f"  asyncio alone (50 tasks awaiting 10 ms, no Redis): {ceiling:,.0f} jobs/s = {ceiling / 5000:.0%}; "
-                  f"qsim reaches {io / ceiling:.0%} of that")
+                  f"qsim reaches {io / ceiling:.0%} of that ({iop / ceiling:.0%} with prefetch)")
             if not a.skip_peers:
                 peer_table(url, a.jobs, a.runs, rows[0][1])
         finally:
