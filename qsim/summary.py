@@ -61,58 +61,81 @@ def _max_depth(enqueued: np.ndarray, started: np.ndarray, warmup: float, end: fl
 
 def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup: float = 0.0) -> dict[str, Any]:
     """The Summary of one run (see the module docstring for every definition)."""
+    # Column arrays, with each string column factorized once (object compares cost ~40 ns a row).
     jobs = records.jobs
-    measured = jobs[jobs["enqueued"] >= warmup]
-    done = measured[measured["outcome"] == "completed"]
-    counts = measured["outcome"].value_counts()
+    enq = jobs["enqueued"].to_numpy(float)
+    started = jobs["started"].to_numpy(float)
+    finished = jobs["finished"].to_numpy(float)
+    out_code, out_names = pd.factorize(jobs["outcome"])
+    outcome = {str(name): out_code == k for k, name in enumerate(out_names)}
+    nothing = np.zeros(len(jobs), dtype=bool)
+    completed, dead = outcome.get("completed", nothing), outcome.get("dead", nothing)
+    measured = enq >= warmup
 
-    finished = jobs.loc[jobs["outcome"] == "completed", "finished"]
-    end = float(finished.max()) if len(finished) else float(jobs["finished"].max()) if jobs["finished"].notna().any() else warmup
+    done_finished = finished[completed]
+    end = float(done_finished.max()) if done_finished.size else (
+        float(np.nanmax(finished)) if (~np.isnan(finished)).any() else warmup)
     window = max(end - warmup, 0.0)
-
-    wait = measured["started"] - measured["enqueued"]
-    latency = done["finished"] - done["enqueued"]
     capacity = records.slot_seconds(warmup, end)
+    wait_all = started - enq
+    latency_all = finished - enq
+    done = measured & completed
 
     by_type = {}
-    for name, group in measured.groupby("type", sort=True):
-        ok = group[group["outcome"] == "completed"]
-        by_type[str(name)] = {
-            "completed": int(len(ok)),
-            "dead": int((group["outcome"] == "dead").sum()),
-            "wait": stats(group["started"] - group["enqueued"]),
-            "latency": stats(ok["finished"] - ok["enqueued"]),
+    for name, rows in _groups(jobs["type"], measured):
+        ok = rows[completed[rows]]
+        by_type[name] = {
+            "completed": int(ok.size),
+            "dead": int(dead[rows].sum()),
+            "wait": stats(wait_all[rows]),
+            "latency": stats(latency_all[ok]),
         }
     by_queue = {}
-    for name, group in measured.groupby("queue", sort=True):
-        every = jobs[jobs["queue"] == name]
-        by_queue[str(name)] = {
-            "completed": int((group["outcome"] == "completed").sum()),
-            "dead": int((group["outcome"] == "dead").sum()),
-            "max_depth": _max_depth(every["enqueued"].to_numpy(float), every["started"].to_numpy(float), warmup, end),
-            "wait": stats(group["started"] - group["enqueued"]),
+    for name, rows, every in _groups(jobs["queue"], measured, every=True):
+        by_queue[name] = {
+            "completed": int(completed[rows].sum()),
+            "dead": int(dead[rows].sum()),
+            "max_depth": _max_depth(enq[every], started[every], warmup, end),
+            "wait": stats(wait_all[rows]),
         }
+
+    def count(name: str) -> int:
+        return int((measured & outcome[name]).sum()) if name in outcome else 0
 
     return {
         "scenario": scenario,
         "source": source,
         "seed": int(seed),
         "jobs": {
-            "arrived": int(len(measured)),
-            "completed": int(counts.get("completed", 0)),
-            "dead": int(counts.get("dead", 0)),
-            "failed_attempts": int(measured["failed_attempts"].sum()),
-            "stalled": int(measured["stalled"].sum()),
-            "unfinished": int(counts.get("unfinished", 0)),
-            "lost": int(counts.get("lost", 0)),
+            "arrived": int(measured.sum()),
+            "completed": count("completed"),
+            "dead": count("dead"),
+            "failed_attempts": int(jobs["failed_attempts"].to_numpy()[measured].sum()),
+            "stalled": int(jobs["stalled"].to_numpy()[measured].sum()),
+            "unfinished": count("unfinished"),
+            "lost": count("lost"),
         },
-        "throughput": float(len(done) / window) if window > 0 else 0.0,
-        "wait": stats(wait),
-        "latency": stats(latency),
+        "throughput": float(done.sum() / window) if window > 0 else 0.0,
+        "wait": stats(wait_all[measured]),
+        "latency": stats(latency_all[done]),
         "utilization": float(_busy(records, warmup, end) / capacity) if capacity > 0 else 0.0,
         "by_type": by_type,
         "by_queue": by_queue,
     }
+
+
+def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> list[Any]:
+    """Per value of ``column`` present among the measured rows, in sorted order: (name, measured rows
+    [, all rows]) as index arrays in row order (what ``groupby(sort=True)`` of the measured rows gives)."""
+    codes, names = pd.factorize(column)
+    m_codes = codes[measured]
+    present = np.unique(m_codes[m_codes >= 0])
+    idx = np.flatnonzero(measured)
+    out = []
+    for k in sorted(present.tolist(), key=lambda k: names[k]):
+        rows = idx[m_codes == k]
+        out.append((str(names[k]), rows, np.flatnonzero(codes == k)) if every else (str(names[k]), rows))
+    return out
 
 
 def _busy(records: Records, start: float, end: float) -> float:

@@ -7,6 +7,7 @@ jobs per queue, and the Summary of DESIGN.md::
     from qsim.model import simulate
     result = simulate(scenario, seed=7, max_jobs=None, progress=None)
     result.jobs, result.timeseries, result.summary
+    simulate(scenario, records=False).summary   # only the Summary (sweeps, long runs): flat memory
 
 One module per mechanism:
 
@@ -21,7 +22,7 @@ One module per mechanism:
 - :mod:`~qsim.model.flows` — flows (waiting-children) and fan-out;
 - :mod:`~qsim.model.state` — the central columnar per-job table;
 - :mod:`~qsim.model.timeseries` — queue depth and active jobs over time;
-- :mod:`~qsim.model.recordless` — `records=False` core runs: streamed statistics, no records;
+- :mod:`~qsim.model.recordless` — ``records=False`` core runs: streamed statistics, no records;
 - :mod:`~qsim.model.support` — what the model cannot run (nested children);
 - :mod:`~qsim.model.run` — the wiring (:class:`Model`: enqueue, start_attempt,
   attempt_ended, settle) and :func:`simulate`.

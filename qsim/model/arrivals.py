@@ -156,7 +156,8 @@ class ArrivalFeed:
             d = at - now
             if now + d != at:
                 d = exact_delay(now, at)
-            rearm(env, event, d, self._fire)
+            event.callbacks = [self._fire]  # rearm(env, event, d, self._fire), inlined
+            heappush(env._queue, (now + d, NORMAL, next(env._eid), event))  # type: ignore[attr-defined]
 
 
 def rearm(env: simpy.Environment, event: simpy.events.Event, delay: float,

@@ -94,7 +94,11 @@ class StreamHooks:
         queues = self.queues
         queues.seq += 1
         heappush(heap, (self._job_priority[job], queues.seq, job))
-        self._grew(q, self.env.now)
+        now = self.env._now  # self._grew(q, now), inlined
+        if now != self._pend_t[q]:
+            self._close_instant(q)
+            self._pend_t[q] = now
+        self._pend_n[q] = len(heap)
         if pool is None:
             self._offer(q)
         elif pool.free:
@@ -142,15 +146,15 @@ class StreamHooks:
         reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
         # settle: completed
         e = self._enq[job]
-        if e >= self._warmup:
+        warmup = self._warmup
+        if e >= warmup:  # then it started after warmup too
             k = self._types[job]
             self._lbuf[k].append(now - e)
             self._done_by_type[k] += 1
-        s = self._slot_start[slot]
-        if s >= self._warmup:
-            self._busy += now - s
-        elif now > self._warmup:
-            self._busy += now - self._warmup
+            self._busy += now - self._slot_start[slot]
+        elif now > warmup:
+            s = self._slot_start[slot]
+            self._busy += now - (s if s > warmup else warmup)
         self._last_end = now
         self.settled += 1
         if self.settled >= self._next_tick:

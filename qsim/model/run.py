@@ -21,6 +21,15 @@ A job's life, and the hooks later mechanisms plug into:
   (fail and retry after a backoff, dead-letter, timeout); then the slot takes
   the next job at once.
 
+The two per-job timeouts are not even new objects: the arrival feed and each
+slot reuse one event, rescheduled in place (:func:`~qsim.model.arrivals.rearm`)
+— SimPy's queue, ids and order, without the allocation.
+
+Records or not: ``simulate(..., records=False)`` swaps the core hooks for the
+record-less ones of :mod:`~qsim.model.recordless` (streamed Summary, no job
+records, no time series); a full run with ``records=False`` keeps its records
+until the Summary is computed, then drops them.
+
 Everything per job lives in :class:`~qsim.model.state.JobTable` (columns, no
 object per job); gates (:mod:`~qsim.model.limits`) close and reopen queues;
 the dispatcher (:mod:`~qsim.model.dispatch`) owns the free slots.
@@ -285,8 +294,7 @@ class Model(StreamHooks):
 
     def start_attempt(self, job: int, q: int, slot: int) -> None:
         """Start an attempt of ``job`` (taken from queue ``q``) on ``slot`` now."""
-        env = self.env
-        now = env.now
+        now = self.env._now
         if self._attempts[job] == 0:
             self._started[job] = now
         self._attempts[job] += 1
@@ -307,11 +315,19 @@ class Model(StreamHooks):
         if job < 0:  # the attempt was cancelled (crash, shutdown)
             return
         self.running[slot] = -1
-        now = self.env.now
+        now = self.env._now
         q = self._job_queue[job]
         self._active[q] -= 1
         reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
-        if self.attempt_result is None:  # no mechanism can fail an attempt: it succeeded
+        if self.attempt_result is None and self.on_settle is None:  # it succeeded (settle, inlined)
+            self._finished[job] = now
+            self._outcome[job] = COMPLETED
+            self.settled += 1
+            if self.settled >= self._next_tick:
+                self._report()
+            if self.settled == self.jobs.n and not self.done.triggered:
+                self.done.succeed()
+        elif self.attempt_result is None:
             self.settle(job, COMPLETED, now)
         else:
             self.attempt_result(job, slot, now)
