@@ -74,6 +74,9 @@ def draw_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | No
     if not times:
         empty = np.zeros(0)
         return JobDraws(empty, np.zeros(0, dtype=np.int64), empty)
+    if len(times) == 1 and bool(np.all(times[0][1:] >= times[0][:-1])):  # one type, in order: no merge
+        end = None if max_jobs is None else max_jobs
+        return JobDraws(time=times[0][:end], type=types[0][:end], service=services[0][:end])
     t, kinds, s = np.concatenate(times), np.concatenate(types), np.concatenate(services)
     order = np.lexsort((kinds, t))  # by time, then by type index; stable within a type
     if max_jobs is not None:
@@ -116,7 +119,8 @@ class ArrivalFeed:
     def __init__(self, env: simpy.Environment, times: np.ndarray, *, on_arrival: Callable[[int], None],
                  on_batch: Callable[[list[int]], None], arrived: MutableSequence[float]) -> None:
         self.env = env
-        self.times = array("d", np.asarray(times, dtype=np.float64).tobytes())
+        # an array("d") is used as is (it may be ``arrived`` itself: a time is only rewritten once read)
+        self.times = times if isinstance(times, array) else array("d", np.asarray(times, dtype=np.float64).tobytes())
         self.on_arrival = on_arrival
         self.on_batch = on_batch
         self.arrived = arrived

@@ -17,12 +17,18 @@ record; instead they
   running maxima keep their time so that those after the last completion can
   be dropped at the end.
 
-What stays O(jobs): the drawn jobs themselves (arrival time, type, first
-service time — every job is drawn before the run, so that runs are
-reproducible and the engine harness plays the same draws) and the job-table
-columns dispatch reads (type, queue, priority, enqueued, service; about 56
-bytes per job). The record columns (started, finished, attempts, worker,
-outcome, ...), the DataFrames and the time series are never built.
+What stays O(jobs): the drawn jobs (arrival time, type, first service time:
+every job is drawn before the run, so that runs are reproducible and the
+engine harness plays the same draws; 24 bytes a job, freed once the model is
+built) and the job-table columns dispatch reads (type, queue, priority as
+lists, enqueued and service as arrays: about 41 bytes a job, the arrival feed
+reads the enqueued column itself). Measured with tracemalloc at 10^6 M/M/c
+jobs: about 82 MB at the peak (while the model is built from the draws),
+41 MB while it runs, against about 525 MB with records. The record columns
+(started, finished, attempts, worker, outcome, ...), the DataFrames and the
+time series are never built; the statistics are bounded (a histogram per job
+type and statistic, and buffers of at most :data:`FLUSH` values). The waiting
+lines hold the jobs waiting, as with records.
 """
 
 from __future__ import annotations
@@ -212,8 +218,10 @@ class StreamHooks:
             if job >= 0:
                 busy += max(end - max(self._slot_start[slot], warmup), 0.0)
         times = np.frombuffer(self._enq, dtype=np.float64) if len(self._enq) else np.zeros(0)
-        types = np.asarray(self._types, dtype=np.int64)
-        arrived = np.bincount(types[times >= warmup], minlength=len(self.type_names))
+        arrived = np.zeros(len(self.type_names), dtype=np.int64)
+        for lo in range(0, times.size, FLUSH):  # in chunks: no O(jobs) temporary
+            kinds = np.asarray(self._types[lo:lo + FLUSH], dtype=np.int64)
+            arrived += np.bincount(kinds[times[lo:lo + FLUSH] >= warmup], minlength=arrived.size)
         by_type = {}
         for k, name in enumerate(self.type_names):
             c = self._counts[k]

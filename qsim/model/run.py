@@ -170,8 +170,8 @@ class Model(StreamHooks):
         types = draws.type
         self.jobs = JobTable(
             type_=types,
-            queue=[type_queue[k] for k in types.tolist()],
-            priority=[type_priority[k] for k in types.tolist()],
+            queue=np.asarray(type_queue, dtype=np.int64)[types] if len(types) else [],
+            priority=np.asarray(type_priority, dtype=np.int64)[types] if len(types) else [],
             enqueued=draws.time,
             service=draws.service,
             records=not self.streaming,
@@ -221,7 +221,9 @@ class Model(StreamHooks):
             on_arrival, on_batch = self.enqueue, self.enqueue_batch
             if self.flows is not None:
                 on_arrival, on_batch = self.flows.arrive, self.flows.arrive_batch
-        self.feed = ArrivalFeed(env, draws.time, on_arrival=on_arrival, on_batch=on_batch,
+        # a record-less run's feed reads the enqueued column itself (one O(jobs) array less)
+        self.feed = ArrivalFeed(env, self.jobs.enqueued if self.streaming else draws.time,
+                                on_arrival=on_arrival, on_batch=on_batch,
                                 arrived=self.jobs.enqueued)
         self._progress: Progress | None = None
         self._next_tick = math.inf

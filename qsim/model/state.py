@@ -39,8 +39,8 @@ class JobTable:
         self.type: list[int] = np.asarray(type_, dtype=np.int64).tolist()
         self.queue: list[int] = np.asarray(queue, dtype=np.int64).tolist()
         self.priority: list[int] = np.asarray(priority, dtype=np.int64).tolist()
-        self.enqueued = array("d", np.asarray(enqueued, dtype=float).tobytes())
-        self.service = array("d", np.asarray(service, dtype=float).tobytes())  # next attempt's service time
+        self.enqueued = _doubles(enqueued)
+        self.service = _doubles(service)  # next attempt's service time
         if not records:  # a record-less core run (qsim.model.recordless) reads only the columns above
             n = 0
         self.started = array("d", [math.nan]) * n  # first attempt
@@ -99,6 +99,12 @@ class JobTable:
             if n else np.zeros(0, dtype=object),
             "parent": parent_ids,
         })
+
+
+def _doubles(values: Column) -> array[float]:
+    out = array("d")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).data.cast("B"))  # no temporary bytes copy
+    return out
 
 
 def _floats(a: array[float]) -> np.ndarray:
