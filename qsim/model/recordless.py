@@ -38,6 +38,7 @@ from array import array
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from simpy.events import NORMAL, Event
 
 from qsim.summary import StreamCounts, StreamStat, summarize_streams
@@ -203,8 +204,6 @@ class StreamHooks:
 
     def stream_summary(self: Model) -> dict[str, Any]:
         """The Summary of a record-less core run (see the module docstring)."""
-        import numpy as np
-
         s = self.scenario
         warmup = self._warmup
         self._flush()

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qsim.model import simulate
+from qsim.model import Model, draw_jobs, simulate
 from qsim.model.result import RecordsNotKept
 from qsim.scenario import Scenario
 from qsim.summary import STREAM_LOW, STREAM_REL_ERROR, StreamStat, stats
@@ -131,3 +131,11 @@ def test_stream_stat_matches_numpy_percentiles() -> None:
         e = float(np.percentile(x, q))
         assert abs(st.quantile(q / 100) - e) <= STREAM_REL_ERROR * e + STREAM_LOW, q
     assert StreamStat().stats()["p50"] is None
+
+
+def test_a_record_less_model_allocates_no_record_columns() -> None:
+    s = scenario(duration=50.0)
+    m = Model(s, draw_jobs(s), seed=0, records=False)
+    assert m.jobs.n > 0 and len(m.jobs.started) == len(m.jobs.finished) == len(m.jobs.worker) == 0
+    assert m.feed.times is m.jobs.enqueued  # the arrival feed reads the job table's column
+    assert m.run().summary["jobs"]["completed"] == m.jobs.n
