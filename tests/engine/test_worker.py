@@ -315,10 +315,11 @@ def test_locks_are_renewed_while_a_long_job_runs(redis_url: str) -> None:
         await q.add("long", {}, job_id="L")
 
         async def handler(job: Job) -> str:
-            await asyncio.sleep(1.2)  # > 2 lock durations
+            await asyncio.sleep(2.5)  # > 2 lock durations
             return "done"
 
-        w = Worker("q", handler, redis=redis_url, lock_duration=0.4, stalled_interval=0.1, handle_signals=False)
+        # a lock of 1 s renewed every 0.5 s: robust to a loaded machine, yet the job outlives 2 locks
+        w = Worker("q", handler, redis=redis_url, lock_duration=1.0, stalled_interval=0.2, handle_signals=False)
         await run_worker_until(w, done(q, 1))
         job = await q.get_job("L")
         assert job.stalled == 0 and [a.outcome for a in job.attempts] == ["completed"]
