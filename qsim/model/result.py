@@ -84,8 +84,10 @@ class ModelResult:
 
 def core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:
     """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running)."""
-    ran = jobs[jobs["started"].notna()]
+    started = jobs["started"].to_numpy(float)
+    ran = ~np.isnan(started)  # column by column: no copy of the whole frame
+    end = jobs["finished"].to_numpy(float)[ran]
     return attempts_frame({
-        "job_id": ran["job_id"].to_numpy(), "attempt": np.ones(len(ran), dtype=np.int64),
-        "worker": ran["worker"].to_numpy(), "start": ran["started"].to_numpy(), "end": ran["finished"].to_numpy(),
-        "result": np.where(ran["finished"].notna().to_numpy(), "ok", "cutoff").astype(object)})
+        "job_id": jobs["job_id"].to_numpy()[ran], "attempt": np.ones(int(ran.sum()), dtype=np.int64),
+        "worker": jobs["worker"].to_numpy()[ran], "start": started[ran], "end": end,
+        "result": np.where(~np.isnan(end), "ok", "cutoff").astype(object)})

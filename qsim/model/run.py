@@ -21,14 +21,9 @@ A job's life, and the hooks later mechanisms plug into:
   (fail and retry after a backoff, dead-letter, timeout); then the slot takes
   the next job at once.
 
-The two per-job timeouts are not even new objects: the arrival feed and each
-slot reuse one event, rescheduled in place (:func:`~qsim.model.arrivals.rearm`)
-— SimPy's queue, ids and order, without the allocation.
-
-Records or not: ``simulate(..., records=False)`` swaps the core hooks for the
-record-less ones of :mod:`~qsim.model.recordless` (streamed Summary, no job
-records, no time series); a full run with ``records=False`` keeps its records
-until the Summary is computed, then drops them.
+The core's timeouts are not even new objects: the arrival feed and each slot
+reschedule one event (:func:`~qsim.model.arrivals.rearm`). ``records=False``
+swaps in the record-less core hooks of :mod:`~qsim.model.recordless`.
 
 Everything per job lives in :class:`~qsim.model.state.JobTable` (columns, no
 object per job); gates (:mod:`~qsim.model.limits`) close and reopen queues;
