@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qsim.model import Model, draw_jobs, simulate
 from qsim.model.result import RecordsNotKept
@@ -121,15 +123,15 @@ def test_stream_stat_matches_numpy_percentiles() -> None:
     rng = np.random.default_rng(7)
     x = np.concatenate([np.zeros(3000), rng.uniform(0, 1e-7, 50), rng.lognormal(0, 2, 20000)])
     rng.shuffle(x)
-    st = StreamStat()
+    hist = StreamStat()
     for chunk in np.array_split(x, 7):
-        st.add(chunk)
-    exact, streamed = stats(x), st.stats()
+        hist.add(chunk)
+    exact, streamed = stats(x), hist.stats()
     # Then count-based figures are exact and quantiles within the stated resolution
     assert streamed["max"] == exact["max"] and math.isclose(streamed["mean"], exact["mean"], rel_tol=1e-12)
     for q in range(1, 100):
         e = float(np.percentile(x, q))
-        assert abs(st.quantile(q / 100) - e) <= STREAM_REL_ERROR * e + STREAM_LOW, q
+        assert abs(hist.quantile(q / 100) - e) <= STREAM_REL_ERROR * e + STREAM_LOW, q
     assert StreamStat().stats()["p50"] is None
 
 
@@ -139,3 +141,25 @@ def test_a_record_less_model_allocates_no_record_columns() -> None:
     assert m.jobs.n > 0 and len(m.jobs.started) == len(m.jobs.finished) == len(m.jobs.worker) == 0
     assert m.feed.times is m.jobs.enqueued  # the arrival feed reads the job table's column
     assert m.run().summary["jobs"]["completed"] == m.jobs.n
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31), burst=st.integers(1, 5), workers=st.integers(1, 4),
+       constant=st.booleans(), warmup=st.sampled_from([0.0, 3.0, 17.5]),
+       policy=st.sampled_from(["priority", "ordered", "wrr"]), limit=st.sampled_from([None, 1, 2]))
+def test_records_false_agrees_on_random_core_scenarios(seed: int, burst: int, workers: int, constant: bool,
+                                                       warmup: float, policy: str, limit: int | None) -> None:
+    # Given small core scenarios with ties (bursts, constant times), warmup, policies and a concurrency limit
+    service = {"kind": "constant", "mean": 0.5} if constant else {"kind": "exponential", "mean": 0.5}
+    arrival = {"kind": "burst", "rate": 1.5 * workers, "size": burst} if burst > 1 else \
+        {"kind": "constant" if constant else "poisson", "rate": 1.5 * workers}
+    s = scenario(
+        seed=seed, duration=40.0, warmup=warmup,
+        queues=[{"name": "q", **({"concurrency_limit": limit} if limit else {})}, {"name": "u"}],
+        jobs=[{"name": "a", "queue": "q", "priority": 1, "arrival": arrival, "service": service},
+              {"name": "b", "queue": "u", "arrival": {"kind": "poisson", "rate": 1.0}, "service": service}],
+        pools=[{"name": "p", "queues": ["q", "u"], "policy": policy, "workers": workers},
+               {"name": "r", "queues": ["u"], "workers": 1}])
+    exact, streamed = both(s)
+    # Then the record-less Summary agrees (max_depth exactly)
+    assert_close(streamed, exact)
