@@ -21,8 +21,10 @@ from typing import Any, TextIO
 from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable
 from qsim.records import Records
 from qsim.scenario import Scenario
+from qsim.scenarios import load as load_scenario
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "load_scenario", "nonneg_int", "pos_int", "Progress", "print_json",
+           "format_summary", "write_outputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,17 +141,11 @@ def _finite(x: Any) -> Any:
 # --------------------------------------------------------------------------- commands
 
 
-def _load(spec: str | None) -> Scenario:
-    from qsim.scenarios import load
-
-    return load(spec)
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run the model on a scenario and print its Summary."""
     from qsim.model import simulate
 
-    scenario = _load(args.scenario)
+    scenario = load_scenario(args.scenario)
     progress = Progress(f"simulate {scenario.name}")
     try:
         result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress)
@@ -191,7 +187,7 @@ def cmd_theory(args: argparse.Namespace) -> int:
     """Print the closed-form prediction for a scenario, or say why none applies."""
     from qsim.analysis.theory import predict
 
-    result = predict(_load(args.scenario)).to_dict()
+    result = predict(load_scenario(args.scenario)).to_dict()
     if args.json:
         print_json(result)
     else:
@@ -204,7 +200,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from qsim.analysis.plan import parse_slo, plan
     from qsim.analysis.sweep import parse_values
 
-    scenario = _load(args.scenario)
+    scenario = load_scenario(args.scenario)
     slos = [parse_slo(text) for text in args.slo]
     vary: dict[str, list[float | int]] = {}
     for item in args.vary:
@@ -239,7 +235,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def _nonneg_int(text: str) -> int:
+def nonneg_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
     try:
         value = int(text)
     except ValueError:
@@ -249,8 +246,9 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
-def _pos_int(text: str) -> int:
-    value = _nonneg_int(text)
+def pos_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = nonneg_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
@@ -268,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the SimPy model on SCENARIO (a TOML file or a built-in name; "
                                    "none = the built-in 'workshop') and print its Summary.")
     p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
-    p.add_argument("--seed", type=_nonneg_int, help="override the scenario's seed")
-    p.add_argument("--jobs", type=_pos_int, metavar="N", help="stop arrivals after N jobs")
+    p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
+    p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
     p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
     p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
     p.set_defaults(func=cmd_simulate)
@@ -288,9 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="objective like p95_wait<=2, p99_latency[cut]<5, utilization<=0.8 (repeatable)")
     p.add_argument("--vary", action="append", required=True, metavar="PATH=VALUES",
                    help="e.g. pools.craftsmen.concurrency=1:64, pools.p.workers=1,2,4 (repeatable: a grid)")
-    p.add_argument("--seed", type=_nonneg_int, help="override the scenario's seed")
-    p.add_argument("--jobs", type=_pos_int, metavar="N", help="stop arrivals after N jobs in each run")
-    p.add_argument("--processes", type=_pos_int, metavar="N", help="parallel runs (default: every core)")
+    p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
+    p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs in each run")
+    p.add_argument("--processes", type=pos_int, metavar="N", help="parallel runs (default: every core)")
     p.add_argument("--json", action="store_true", help="print {points, recommended} as JSON")
     p.set_defaults(func=cmd_plan)
 

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qsim.cli import EXIT_OK, Progress, _load, _nonneg_int, _pos_int, format_summary, print_json, write_outputs
+from qsim.cli import (EXIT_OK, Progress, format_summary, load_scenario, nonneg_int, pos_int, print_json,
+                      write_outputs)
 
 __all__ = ["register"]
 
@@ -52,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a scenario on the engine and print the measured Summary."""
     from qsim.harness.run import check_supported
 
-    scenario = _load(args.scenario)
+    scenario = load_scenario(args.scenario)
     check_supported(scenario)  # bad input is refused before any process starts
     with redis_for(args) as url:
         result = _engine(args, scenario, url)
@@ -71,7 +72,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from qsim.harness.run import check_supported
     from qsim.model import simulate
 
-    scenario = _load(args.scenario)
+    scenario = load_scenario(args.scenario)
     check_supported(scenario)
     model = simulate(scenario, seed=args.seed, max_jobs=args.jobs).summary
     with redis_for(args) as url:
@@ -86,12 +87,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def format_comparison(doc: dict[str, Any]) -> str:
     """Model, engine and engine/model for each compared field."""
-    from qsim.analysis.compare import _get
+    from qsim.analysis.compare import field_value
 
     lines = [f"scenario {doc['model']['scenario']}  seed {doc['model']['seed']}",
              f"{'':<22}{'model':>12}{'engine':>12}{'engine/model':>14}"]
     for path, ratio in doc["ratios"].items():
-        m, e = _get(doc["model"], path), _get(doc["engine"], path)
+        m, e = field_value(doc["model"], path), field_value(doc["engine"], path)
         cells = [f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v) for v in (m, e)]
         lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
     lost = doc["engine"]["jobs"]["lost"]
@@ -103,8 +104,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
     p.add_argument("--redis", metavar="URL", help="Redis to run on (default: $REDIS_URL, else a throwaway "
                                                   "redis-server started for this command)")
-    p.add_argument("--seed", type=_nonneg_int, help="override the scenario's seed")
-    p.add_argument("--jobs", type=_pos_int, metavar="N", help="add only the first N jobs")
+    p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
+    p.add_argument("--jobs", type=pos_int, metavar="N", help="add only the first N jobs")
     p.add_argument("--drain-timeout", type=float, metavar="S",
                    help="seconds to wait after the last arrival for jobs to settle (default max(30, duration))")
     p.add_argument("--keep", action="store_true", help="leave the run's keys (qsim-run-<hex>:*) in Redis")

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from qsim.cli import nonneg_int, pos_int
 from qsim.engine import EXIT_CUT_OFF, Queue, Worker
 from qsim.engine.connection import display_url
 from qsim.engine.keys import DEFAULT_PREFIX
@@ -95,13 +96,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--weight", action="append", default=[], metavar="QUEUE=W",
                    help="wrr weight of a queue, a whole number >= 1 (repeatable; default 1)")
     p.add_argument("--group", metavar="TAG", help="hash tag the queues share (needed on Redis Cluster)")
-    p.add_argument("--concurrency", type=_pos_int, default=10, help="jobs run at once (default 10)")
+    p.add_argument("--concurrency", type=pos_int, default=10, help="jobs run at once (default 10)")
     p.add_argument("--lock-duration", type=_pos_float, default=30.0, help="job lock in seconds (default 30)")
     p.add_argument("--stalled-interval", type=_pos_float, default=30.0, help="stalled check period (default 30)")
-    p.add_argument("--max-stalled", type=_nonneg_int, default=1, help="stalls before the DLQ (default 1)")
+    p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
     p.add_argument("--shutdown-grace", type=_nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
     _redact_option(p)
-    p.add_argument("--metrics-port", type=_pos_int, metavar="P",
+    p.add_argument("--metrics-port", type=pos_int, metavar="P",
                    help="serve Prometheus metrics on http://0.0.0.0:P/metrics (see qsim.engine.metrics)")
     p.set_defaults(func=cmd_worker)
 
@@ -120,24 +121,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _common(p)
     p.add_argument("--group", metavar="TAG", help="the hash-tag group of --queue, if it has one")
     p.add_argument("--all", action="store_true", dest="all_jobs", help="retry: every dead job")
-    p.add_argument("--limit", type=_pos_int, default=100, help="list: at most this many (default 100)")
+    p.add_argument("--limit", type=pos_int, default=100, help="list: at most this many (default 100)")
     _redact_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_dlq)
 
-
-def _pos_int(s: str) -> int:
-    v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
-    return v
-
-
-def _nonneg_int(s: str) -> int:
-    v = int(s)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
-    return v
 
 
 def _pos_float(s: str) -> float:

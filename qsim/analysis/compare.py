@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RATIO_FIELDS", "ratios", "compare_summaries"]
+__all__ = ["RATIO_FIELDS", "ratios", "compare_summaries", "field_value"]
 
 #: Summary fields compared, as dotted paths.
 RATIO_FIELDS = (
@@ -15,7 +15,8 @@ RATIO_FIELDS = (
 )
 
 
-def _get(summary: dict[str, Any], path: str) -> Any:
+def field_value(summary: dict[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` of a Summary (None when absent)."""
     node: Any = summary
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
@@ -26,7 +27,7 @@ def ratios(model: dict[str, Any], engine: dict[str, Any]) -> dict[str, float | N
     """engine / model for each of :data:`RATIO_FIELDS` (None where the model's value is 0 or missing)."""
     out: dict[str, float | None] = {}
     for path in RATIO_FIELDS:
-        m, e = _get(model, path), _get(engine, path)
+        m, e = field_value(model, path), field_value(engine, path)
         out[path] = float(e) / float(m) if isinstance(m, (int, float)) and isinstance(e, (int, float)) and m else None
     return out
 
