@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from waiting import ROOT, wait_until  # noqa: F401 - re-exported for the tests here
+
 HELPER = Path(__file__).with_name("worker_proc.py")
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
-    """Poll ``pred`` until truthy; fail the test on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 async def run_worker_until(worker: Any, cond: Callable[[], Any], timeout: float = 10.0,

@@ -6,26 +6,13 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from waiting import ROOT, wait_until  # noqa: F401 - re-exported for the tests here
+
 HERE = Path(__file__).resolve().parent
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
-    """Poll ``pred`` until truthy; fail the test on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 def load_benchmark(name: str) -> ModuleType:
