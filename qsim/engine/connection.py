@@ -20,13 +20,16 @@ import redis.cluster
 
 from qsim.safety import display_url
 
-__all__ = ["CLUSTER_SCHEMES", "is_cluster_url", "connect", "connect_async", "check_decoded", "display_url"]
+__all__ = ["DEFAULT_REDIS_URL", "CLUSTER_SCHEMES", "is_cluster_url", "connect", "connect_async", "check_decoded", "display_url"]
 
 #: How replies that are not UTF-8 are decoded. qsim writes only ASCII JSON and str names, so
 #: invalid bytes can only come from a value corrupted (or planted) by hand: they become U+FFFD,
 #: the job's JSON no longer parses and the job goes to the DLQ. With "strict", one such value
 #: would fail the whole reply it is part of (a batch of fetched jobs, a DLQ listing).
 ENCODING_ERRORS = "replace"
+
+#: The Redis a client connects to when given none (``$REDIS_URL`` is the CLI's business, not the library's).
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 #: URL schemes that make a Redis Cluster client.
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")

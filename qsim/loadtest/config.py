@@ -29,12 +29,12 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from qsim.engine.connection import DEFAULT_REDIS_URL
 from qsim.safety import CONFIRM_OPTION
 
 __all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER",
            "PACINGS"]
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_SCENARIO = "workshop"
 #: Without ``-u``, enough producer users that none adds more than this many jobs per second.
 MAX_RATE_PER_PRODUCER = 20.0

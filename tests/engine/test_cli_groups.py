@@ -14,7 +14,7 @@ def test_stats_finds_grouped_and_plain_queues_and_dlq_takes_a_group(redis_url: s
     import argparse
     import json
 
-    from qsim import worker_cli
+    from qsim.cli import worker as worker_cli
 
     Queue("orders", redis=redis_url, group="shop").add_bulk([("t", {}), ("t", {})])
     plain = Queue("plain", redis=redis_url)

@@ -385,7 +385,7 @@ def test_retried_fan_out_parent_does_not_add_or_count_its_children_twice(redis_u
 def test_stats_command_shows_parents_waiting_for_children(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from qsim import worker_cli
+    from qsim.cli import worker as worker_cli
 
     _flow(redis_url, [("data", "c", {}), ("data", "c", {})])
     p = argparse.ArgumentParser(prog="qsim")

@@ -468,7 +468,7 @@ def test_worker_command_serves_several_queues(redis_url: str, tmp_path: Any) -> 
 
     from engine_helpers import ROOT
 
-    driver = ("import argparse, sys; from qsim import worker_cli; p = argparse.ArgumentParser(prog='qsim'); "
+    driver = ("import argparse, sys; from qsim.cli import worker as worker_cli; p = argparse.ArgumentParser(prog='qsim'); "
               "s = p.add_subparsers(required=True); worker_cli.register(s); a = p.parse_args(sys.argv[1:]); "
               "sys.exit(a.func(a))")
     (tmp_path / "myjobs.py").write_text("async def handle(job):\n    return job.queue\n")

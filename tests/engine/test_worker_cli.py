@@ -14,14 +14,14 @@ import pytest
 import redis
 
 from engine_helpers import ROOT, wait_until
-from qsim import worker_cli
+from qsim.cli import worker as worker_cli
 from qsim.engine import Queue
 from tests_redis_port import unused_url
 
 pytestmark = pytest.mark.redis
 
 DRIVER = (
-    "import argparse, sys, logging; from qsim import worker_cli; "
+    "import argparse, sys, logging; from qsim.cli import worker as worker_cli; "
     "logging.basicConfig(level=logging.INFO); "
     "p = argparse.ArgumentParser(prog='qsim'); s = p.add_subparsers(required=True); "
     "worker_cli.register(s); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"

@@ -23,7 +23,7 @@ LAYERS = {
     "qsim.scenario": 1, "qsim.scenarios": 1, "qsim.engine": 1,
     "qsim.model": 2, "qsim.harness": 2,
     "qsim.analysis": 3,
-    "qsim.cli": 4, "qsim.worker_cli": 4, "qsim.run_cli": 4, "qsim.loadtest": 4,
+    "qsim.cli": 4, "qsim.loadtest": 4,
 }
 
 

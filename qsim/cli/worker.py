@@ -1,6 +1,6 @@
 """The engine's subcommands of ``qsim``: ``worker``, ``stats`` and ``dlq``.
 
-``qsim.cli`` calls :func:`register` with its subparsers; each subcommand sets
+:mod:`qsim.cli` calls :func:`register` with its subparsers; each subcommand sets
 ``func(args) -> int`` (the exit code: 0 success, 1 failure such as an
 unreachable Redis, 2 bad input; ``worker`` also returns 3 when jobs were cut
 off at shutdown and handed back to the queue).
@@ -19,28 +19,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from qsim.cli import nonneg_int, pos_int
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, nonneg_float,
+                              nonneg_int, pos_float, pos_int, resolve_redis_url)
 from qsim.engine import EXIT_CUT_OFF, Queue, Worker
 from qsim.engine.connection import display_url
 from qsim.engine.keys import DEFAULT_PREFIX
 from qsim.engine.payload import DEFAULT_REDACT
 from qsim.errors import EngineError, JobNotFound, RedisUnavailable
 
-__all__ = ["register", "resolve_redis_url", "load_handler", "EXIT_FAILURE", "EXIT_BAD_INPUT"]
+__all__ = ["register", "load_handler", "cmd_worker", "cmd_stats", "cmd_dlq"]
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def resolve_redis_url(arg: str | None) -> str:
-    """``--redis``, else ``$REDIS_URL``, else ``redis://127.0.0.1:6379/0``."""
-    return arg or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-
-
-def _err(cmd: str, msg: str) -> None:
-    print(f"qsim {cmd}: {msg}", file=sys.stderr)
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
@@ -97,10 +85,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="wrr weight of a queue, a whole number >= 1 (repeatable; default 1)")
     p.add_argument("--group", metavar="TAG", help="hash tag the queues share (needed on Redis Cluster)")
     p.add_argument("--concurrency", type=pos_int, default=10, help="jobs run at once (default 10)")
-    p.add_argument("--lock-duration", type=_pos_float, default=30.0, help="job lock in seconds (default 30)")
-    p.add_argument("--stalled-interval", type=_pos_float, default=30.0, help="stalled check period (default 30)")
+    p.add_argument("--lock-duration", type=pos_float, default=30.0, help="job lock in seconds (default 30)")
+    p.add_argument("--stalled-interval", type=pos_float, default=30.0, help="stalled check period (default 30)")
     p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
-    p.add_argument("--shutdown-grace", type=_nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
+    p.add_argument("--shutdown-grace", type=nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
     _redact_option(p)
     p.add_argument("--metrics-port", type=pos_int, metavar="P",
                    help="serve Prometheus metrics on http://0.0.0.0:P/metrics (see qsim.engine.metrics)")
@@ -128,20 +116,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 
-def _pos_float(s: str) -> float:
-    v = float(s)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
-    return v
-
-
-def _nonneg_float(s: str) -> float:
-    v = float(s)
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
-    return v
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     """``qsim worker``."""
     try:
@@ -158,7 +132,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix,
                         redact=_redacted_fields(args))
     except ValueError as e:
-        _err("worker", str(e))
+        err("worker", str(e))
         return EXIT_BAD_INPUT
     metrics = None
     if args.metrics_port is not None:
@@ -168,19 +142,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
         try:
             metrics.serve(args.metrics_port)
         except OSError as e:
-            _err("worker", f"cannot serve metrics on port {args.metrics_port}: {e}")
+            err("worker", f"cannot serve metrics on port {args.metrics_port}: {e}")
             return EXIT_FAILURE
         print(f"qsim worker: metrics on http://0.0.0.0:{args.metrics_port}/metrics", file=sys.stderr)
     try:
         code = asyncio.run(worker.run())
     except RedisUnavailable as e:
-        _err("worker", str(e))
+        err("worker", str(e))
         return EXIT_FAILURE
     finally:
         if metrics is not None:
             metrics.close()
     if code == EXIT_CUT_OFF:
-        _err("worker", "stopped with jobs cut off (handed back to the queue)")
+        err("worker", "stopped with jobs cut off (handed back to the queue)")
     return code
 
 
@@ -189,7 +163,7 @@ def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
         return Queue(args.queue or "_", redis=resolve_redis_url(args.redis), prefix=args.prefix,
                      redact=_redacted_fields(args), group=getattr(args, "group", None))
     except ValueError as e:
-        _err(cmd, str(e))
+        err(cmd, str(e))
         return None
 
 
@@ -227,7 +201,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             label = name if group is None else f"{group}/{name}"
             out[label] = {**qq.counts(), "paused": qq.is_paused(), **({"group": group} if group else {})}
     except EngineError as e:
-        _err("stats", str(e))
+        err("stats", str(e))
         return EXIT_FAILURE
     finally:
         q.close()
@@ -261,32 +235,32 @@ def cmd_dlq(args: argparse.Namespace) -> int:
                 print(json.dumps([j.as_dict() for j in jobs], indent=2, default=str))
             else:
                 for j in jobs:
-                    err = (j.error or "").splitlines()[0][:100] if j.error else ""
-                    print(f"{j.id}\t{j.name}\t{_when(j.finished_at)}\tattempts={j.attempts_made}\t{err}")
+                    first = (j.error or "").splitlines()[0][:100] if j.error else ""
+                    print(f"{j.id}\t{j.name}\t{_when(j.finished_at)}\tattempts={j.attempts_made}\t{first}")
                 print(f"{len(jobs)} dead job(s) in queue {args.queue}", file=sys.stderr)
         elif args.action == "show":
             if len(args.ids) != 1:
-                _err("dlq", "show takes exactly one job id")
+                err("dlq", "show takes exactly one job id")
                 return EXIT_BAD_INPUT
             job = q.get_job(args.ids[0], redact=True)
             print(json.dumps(job.as_dict(), indent=2, default=str))
         elif args.action == "retry":
             if bool(args.ids) == bool(args.all_jobs):
-                _err("dlq", "retry takes job ids or --all")
+                err("dlq", "retry takes job ids or --all")
                 return EXIT_BAD_INPUT
             moved = q.retry_dead(*args.ids, all_jobs=args.all_jobs)
             missing = sorted(set(args.ids) - set(moved))
             print(f"{len(moved)} job(s) moved back to queue {args.queue}")
             if missing:
-                _err("dlq", f"not in the dead-letter queue: {', '.join(missing)}")
+                err("dlq", f"not in the dead-letter queue: {', '.join(missing)}")
                 return EXIT_FAILURE
         else:
             print(f"{q.purge_dead()} dead job(s) deleted from queue {args.queue}")
     except JobNotFound as e:
-        _err("dlq", str(e))
+        err("dlq", str(e))
         return EXIT_FAILURE
     except EngineError as e:
-        _err("dlq", str(e))
+        err("dlq", str(e))
         return EXIT_FAILURE
     finally:
         q.close()

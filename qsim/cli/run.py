@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qsim.cli import (EXIT_OK, Progress, format_summary, load_scenario, nonneg_int, pos_int, print_json,
-                      write_outputs)
+from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
+from qsim.cli.output import format_comparison, format_summary, write_outputs
 
-__all__ = ["register"]
+__all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
 
 
 @contextlib.contextmanager
@@ -83,21 +83,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(format_comparison(doc))
     return EXIT_OK
-
-
-def format_comparison(doc: dict[str, Any]) -> str:
-    """Model, engine and engine/model for each compared field."""
-    from qsim.analysis.compare import field_value
-
-    lines = [f"scenario {doc['model']['scenario']}  seed {doc['model']['seed']}",
-             f"{'':<22}{'model':>12}{'engine':>12}{'engine/model':>14}"]
-    for path, ratio in doc["ratios"].items():
-        m, e = field_value(doc["model"], path), field_value(doc["engine"], path)
-        cells = [f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v) for v in (m, e)]
-        lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
-    lost = doc["engine"]["jobs"]["lost"]
-    lines.append(f"\nengine lost {lost} job(s)" if lost else "\nengine lost no job")
-    return "\n".join(lines)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

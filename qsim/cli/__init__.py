@@ -1,0 +1,70 @@
+"""The ``qsim`` command: one module per group of subcommands, each with ``register(subparsers)``.
+
+========================  =====================================================
+module                    subcommands
+========================  =====================================================
+:mod:`qsim.cli.simulate`  ``simulate`` (the model), ``theory`` (closed forms)
+:mod:`qsim.cli.plan`      ``plan`` (sweep the model against SLOs)
+:mod:`qsim.cli.run`       ``run`` (the engine), ``compare`` (model beside engine)
+:mod:`qsim.cli.worker`    ``worker``, ``stats``, ``dlq``
+========================  =====================================================
+
+Exit codes, argparse types, the default Redis URL and JSON output live in
+:mod:`qsim.cli.common`; tables and ``--out`` files in :mod:`qsim.cli.output`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from qsim.cli import plan, run, simulate, worker
+from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, err
+from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable
+
+__all__ = ["main", "build_parser"]
+
+#: Subcommand groups, in the order ``qsim --help`` lists them.
+COMMANDS = (simulate, plan, run, worker)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``qsim`` command."""
+    parser = argparse.ArgumentParser(
+        prog="qsim", description="Plan and load-test Redis-backed job queues.",
+        epilog="Exit codes: 0 success, 2 bad input, 1 other failure.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in COMMANDS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``qsim`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except (ScenarioError, TheoryNotApplicable) as e:
+        err(args.command, str(e))
+        return EXIT_BAD_INPUT
+    except QsimError as e:
+        err(args.command, str(e))
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        err(args.command, "interrupted")
+        return 130
+    except BrokenPipeError:  # stdout closed early (| head): not an error worth a traceback
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

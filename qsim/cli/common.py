@@ -1,0 +1,147 @@
+"""What every ``qsim`` subcommand shares: exit codes, argparse types, the default
+Redis URL, scenario loading, progress on stderr and JSON on stdout.
+
+Exit codes: 0 success, 2 bad input (scenario, arguments) with a message naming
+what is wrong, 1 any other failure (``qsim worker`` adds 3: jobs were cut off at
+shutdown and handed back). ``--json`` prints exactly one JSON document on
+stdout; logs and progress go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from qsim.engine.connection import DEFAULT_REDIS_URL
+from qsim.scenarios import load as load_scenario
+
+__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "DEFAULT_REDIS_URL", "resolve_redis_url",
+           "nonneg_int", "pos_int", "pos_float", "nonneg_float", "load_scenario", "Progress", "print_json",
+           "finite", "fmt", "err"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def resolve_redis_url(arg: str | None) -> str:
+    """``--redis``, else ``$REDIS_URL``, else :data:`DEFAULT_REDIS_URL` (``redis://127.0.0.1:6379/0``)."""
+    return arg or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+
+
+def err(command: str, message: str) -> None:
+    """One line ``qsim COMMAND: message`` on stderr."""
+    print(f"qsim {command}: {message}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- argparse types
+
+
+def nonneg_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def pos_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = nonneg_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+
+
+def pos_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _float(text)
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Progress:
+    """A progress bar on stderr that shows up only once a run has lasted ``after`` seconds.
+
+    On a terminal it redraws one line; elsewhere (CI logs) it prints a line every 10%.
+    """
+
+    def __init__(self, label: str, *, after: float = 2.0, stream: TextIO | None = None) -> None:
+        self.label, self.after = label, after
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.t0 = time.monotonic()
+        self.shown = False
+        self.last_decile = -1
+
+    def __call__(self, fraction: float) -> None:
+        elapsed = time.monotonic() - self.t0
+        if elapsed < self.after:
+            return
+        fraction = min(max(fraction, 0.0), 1.0)
+        self.shown = True
+        if self.tty:
+            bar = "#" * int(30 * fraction)
+            self.stream.write(f"\r{self.label} [{bar:<30}] {fraction:6.1%} {elapsed:6.1f}s")
+            self.stream.flush()
+        elif int(fraction * 10) > self.last_decile:
+            self.last_decile = int(fraction * 10)
+            self.stream.write(f"{self.label}: {fraction:.0%} after {elapsed:.1f}s\n")
+
+    def close(self) -> None:
+        if self.shown and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float (in nested dicts and lists) replaced by None."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
+
+
+def print_json(doc: Any) -> None:
+    """Exactly one JSON document on stdout (NaN/inf become null)."""
+    json.dump(finite(doc), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def fmt(x: Any, unit: str = "") -> str:
+    """A number for a table: 4 significant digits, ``-`` for None, ``inf``."""
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if math.isinf(x):
+            return "inf"
+        return f"{x:.4g}{unit}"
+    return f"{x}{unit}"

@@ -1,0 +1,89 @@
+"""Tables a person reads (Summary, closed forms, model vs engine) and the files ``--out`` writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from qsim.cli.common import finite, fmt
+from qsim.records import Records
+from qsim.scenario import Scenario
+
+__all__ = ["format_summary", "format_theory", "format_comparison", "write_outputs"]
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A readable table of a Summary."""
+    jobs = summary["jobs"]
+    lines = [
+        f"scenario {summary['scenario']}  source {summary['source']}  seed {summary['seed']}",
+        "jobs     " + "  ".join(f"{k} {v}" for k, v in jobs.items()),
+        f"throughput {fmt(summary['throughput'])} jobs/s   utilization {fmt(summary['utilization'])}",
+        "",
+        f"{'':<24}{'mean':>10}{'p50':>10}{'p95':>10}{'p99':>10}{'max':>10}",
+    ]
+
+    def row(label: str, s: dict[str, Any]) -> str:
+        return f"{label:<24}" + "".join(f"{fmt(s.get(k)):>10}" for k in ("mean", "p50", "p95", "p99", "max"))
+
+    lines.append(row("wait (s)", summary["wait"]))
+    lines.append(row("latency (s)", summary["latency"]))
+    for name, t in summary["by_type"].items():
+        lines.append(row(f"  {name} wait", t["wait"]))
+        lines.append(row(f"  {name} latency", t["latency"]))
+    lines.append("")
+    lines.append(f"{'queue':<24}{'completed':>10}{'dead':>10}{'max_depth':>10}{'p95 wait':>10}")
+    for name, q in summary["by_queue"].items():
+        lines.append(f"{name:<24}{q['completed']:>10}{q['dead']:>10}{q['max_depth']:>10}{fmt(q['wait']['p95']):>10}")
+    return "\n".join(lines)
+
+
+def format_theory(result: dict[str, Any]) -> str:
+    """A readable table of a closed-form prediction."""
+    lines = [
+        f"scenario {result['scenario']}  model {result['model']}",
+        f"c {result['c']}  lambda {fmt(result['lambda'])}/s  mean service {fmt(result['mean_service'])} s  "
+        f"rho {fmt(result['rho'])}  P(wait) {fmt(result.get('p_wait'))}",
+        "wait (s)    " + "  ".join(f"{k} {fmt(v)}" for k, v in result["wait"].items()),
+        "latency (s) " + "  ".join(f"{k} {fmt(v)}" for k, v in result["latency"].items() if v is not None),
+    ]
+    for name, t in result.get("by_type", {}).items():
+        lines.append(f"  {name}: wait mean {fmt(t['wait']['mean'])} s")
+    lines += [f"note: {n}" for n in result.get("notes", [])]
+    return "\n".join(lines)
+
+
+def format_comparison(doc: dict[str, Any]) -> str:
+    """Model, engine and engine/model for each compared field."""
+    from qsim.analysis.compare import field_value
+
+    lines = [f"scenario {doc['model']['scenario']}  seed {doc['model']['seed']}",
+             f"{'':<22}{'model':>12}{'engine':>12}{'engine/model':>14}"]
+    for path, ratio in doc["ratios"].items():
+        m, e = field_value(doc["model"], path), field_value(doc["engine"], path)
+        cells = [f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v) for v in (m, e)]
+        lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
+    lost = doc["engine"]["jobs"]["lost"]
+    lines.append(f"\nengine lost {lost} job(s)" if lost else "\nengine lost no job")
+    return "\n".join(lines)
+
+
+def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: dict[str, Any], scenario: Scenario,
+                  records: Records | None = None) -> None:
+    """jobs.csv, attempts.csv, drains.csv (when processes were stopped), timeseries.csv,
+    summary.json and the PNG plots into ``out``."""
+    from qsim.analysis import plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    jobs.to_csv(out / "jobs.csv", index=False)
+    if records is not None:
+        records.attempts.to_csv(out / "attempts.csv", index=False)
+        drains = records.extra.get("drains")
+        if drains is not None and len(drains):
+            drains.to_csv(out / "drains.csv", index=False)
+    timeseries.to_csv(out / "timeseries.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(finite(summary), indent=2, allow_nan=False) + "\n")
+    plots.queue_depth(timeseries, title=f"{scenario.name}: queue depth").savefig(out / "queue_depth.png", dpi=100)
+    plots.wait_distribution(jobs, warmup=scenario.warmup, title=f"{scenario.name}: wait time").savefig(
+        out / "wait_distribution.png", dpi=100)

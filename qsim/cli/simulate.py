@@ -1,0 +1,65 @@
+"""``qsim simulate`` (the model on a scenario) and ``qsim theory`` (the closed forms)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
+from qsim.cli.output import format_summary, format_theory, write_outputs
+
+__all__ = ["register", "cmd_simulate", "cmd_theory"]
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Run the model on a scenario and print its Summary."""
+    from qsim.model import simulate
+
+    scenario = load_scenario(args.scenario)
+    progress = Progress(f"simulate {scenario.name}")
+    try:
+        result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress)
+    finally:
+        progress.close()
+    if args.out:
+        write_outputs(Path(args.out), result.records.jobs, result.timeseries, result.summary, scenario,
+                      result.records)
+    if args.json:
+        print_json(result.summary)
+    else:
+        print(format_summary(result.summary))
+        if args.out:
+            print(f"\nwrote {args.out}/: jobs.csv timeseries.csv summary.json queue_depth.png wait_distribution.png")
+    return EXIT_OK
+
+
+def cmd_theory(args: argparse.Namespace) -> int:
+    """Print the closed-form prediction for a scenario, or say why none applies."""
+    from qsim.analysis.theory import predict
+
+    result = predict(load_scenario(args.scenario)).to_dict()
+    if args.json:
+        print_json(result)
+    else:
+        print(format_theory(result))
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``simulate`` and ``theory`` to the qsim command."""
+    p = sub.add_parser("simulate", help="run the model on a scenario (default: the built-in workshop)",
+                       description="Run the SimPy model on SCENARIO (a TOML file or a built-in name; "
+                                   "none = the built-in 'workshop') and print its Summary.")
+    p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
+    p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
+    p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
+    p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("theory", help="closed-form prediction (Erlang C, Allen-Cunneen, Cobham)",
+                       description="Print what queueing theory predicts for SCENARIO, or say why no closed form applies.")
+    p.add_argument("scenario", help="scenario TOML file or built-in name")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.set_defaults(func=cmd_theory)
