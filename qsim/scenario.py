@@ -153,6 +153,7 @@ class EngineSettings:
     stalled_interval: float = 30.0
     max_stalled: int = 1
     fetch_overhead: float = 0.0
+    ack_overhead: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -352,7 +353,7 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
              "backoff", "timeout", "fan_out", "flow")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
-_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead")
+_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead")
 _ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size"), "trace": ("path",)}
 _SERVICE_KEYS = {"constant": ("mean",), "exponential": ("mean",), "lognormal": ("mean", "cv"),
                  "gamma": ("mean", "cv"), "uniform": ("low", "high"), "empirical": ("path",)}
@@ -526,6 +527,7 @@ def _parse_engine(t: _Table) -> EngineSettings:
         stalled_interval=t.number("stalled_interval", 30.0, low=0, strict_low=True),
         max_stalled=t.integer("max_stalled", 1, low=0),
         fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
+        ack_overhead=t.number("ack_overhead", 0.0, low=0),
     )
 
 
