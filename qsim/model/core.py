@@ -241,13 +241,13 @@ class ModelCore:
         self._solo = [pools[0] if len(pools) == 1 else None for pools in d.pools_of]
         self._running = self.running
         self._record_start, self._completed, self._queued = rec.started, rec.completed, rec.queued
-        self._record_settle, self._tick = rec.settled, rec.tick
+        self._record_settle, self._tick, self._every = rec.settled, rec.tick, rec.every
         self._result, self._retired, self._slot_done = self.attempt_result, self.retired, self.slot_done
         self._progress = progress
         if progress is not None:
             self._progress_step = max(1, math.ceil(jobs.n / 100))
             self._next_progress = self._progress_step
-        self._check_at = min(rec.every, self._next_progress, jobs.n)
+        self._check_at = min(self._every, self._next_progress, jobs.n)
 
     # ------------------------------------------------------------------ hot paths
 
@@ -358,8 +358,7 @@ class ModelCore:
             self._next_progress += self._progress_step
         if s == n and not self.done.triggered:
             self.done.succeed()
-        assert self.recorder is not None
-        self._check_at = min(s + self.recorder.every, self._next_progress, n if n > s else s + 1)
+        self._check_at = min(s + self._every, self._next_progress, n if n > s else s + 1)
 
     # ------------------------------------------------------------------ for the mechanisms
 

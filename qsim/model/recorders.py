@@ -28,7 +28,7 @@ __all__ = ["JobRecords", "AttemptRecords"]
 
 
 class JobRecords:
-    """Records on, one attempt per job: writes the job table's record columns."""
+    """Records on, one attempt per job (a core run): writes the job table's record columns."""
 
     def __init__(self, core: ModelCore) -> None:
         self.core = core
@@ -40,10 +40,9 @@ class JobRecords:
         self._slot_worker = core.slot_worker
 
     def started(self, job: int, q: int, slot: int, now: float) -> None:
-        """An attempt started: the first one stamps ``started``; count it, note the worker."""
-        if self._attempts[job] == 0:
-            self._started[job] = now
-        self._attempts[job] += 1
+        """The job's one attempt started."""
+        self._started[job] = now
+        self._attempts[job] = 1
         self._worker[job] = self._slot_worker[slot]
 
     def completed(self, job: int, slot: int, now: float) -> None:

@@ -97,8 +97,8 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
         ValueError: ``seed`` or ``max_jobs`` is negative.
     """
     check_supported(scenario)
-    workload = draw_workload(scenario, seed=seed, max_jobs=max_jobs)
-    return Model.from_workload(workload, records=records).run(progress)
+    # (no name for the workload: its arrays are freed once the model is built, see qsim.model.recordless)
+    return Model.from_workload(draw_workload(scenario, seed=seed, max_jobs=max_jobs), records=records).run(progress)
 
 
 def needs_full(scenario: Scenario) -> bool:
@@ -132,7 +132,7 @@ class Model:
         return model
 
     def _build(self, workload: Workload, records: bool) -> None:
-        self.workload = workload
+        # The workload is not kept: the core copies what it needs (its drawn arrays are freed).
         self.scenario = s = workload.scenario
         self.seed = workload.seed
         arrivals = workload.arrivals
