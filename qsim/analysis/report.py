@@ -72,7 +72,7 @@ class PlanResult(dict[str, Any]):
             where = ", ".join("(" + ", ".join(str(p["params"][k]) for k in paths) + ")" for p in unstable[:8])
             more = f" and {len(unstable) - 8} more" if len(unstable) > 8 else ""
             lines.append(f"unstable at {where}{more}: the queue still grows at the end of the run (the later jobs "
-                         "wait at least twice as long as the first third), so those figures depend on the run's "
+                         "wait longer and longer), so those figures depend on the run's "
                          "length; overloaded, or lengthen the run")
         slo_keys = set(self.shown_metrics())
         short: dict[str, int] = {}

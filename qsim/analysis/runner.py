@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ RunResult = dict[str, Any]
 #: The run-length check compares the waits of this leading share of the measured jobs with the rest.
 FIRST_PART = 1.0 / 3.0
 _MIN_FIRST_PART_JOBS = 30
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls)://)?(?:\[[0-9a-fA-F:]+\]|[^\s:/\[\]]+):\d{1,5}/?$")
 
 
 @dataclass(frozen=True)
@@ -73,14 +75,18 @@ def run_task(task: Task) -> RunResult:
     arrived = int(summary["jobs"]["arrived"])
     measured = s.duration - s.warmup
     if task.first_part and measured > 0 and arrived * FIRST_PART >= _MIN_FIRST_PART_JOBS:
-        before = round(arrived * s.warmup / measured)  # jobs enqueued before the warm-up ends (estimate)
-        cap = before + int(arrived * FIRST_PART)
+        # jobs enqueued before the warm-up ends: from the arrival rate, or, when a job cap ended the
+        # arrivals early, what the cap leaves (the wrong guess gives an empty or a whole first part)
+        guesses = [round(arrived * s.warmup / measured)]
         if task.max_jobs is not None:
-            cap = min(cap, task.max_jobs)
-        head = simulate(s, seed=task.seed, max_jobs=cap, records=False).summary
-        n1, n = _started(head), _started(summary)
-        if 0 < n1 < n and head["wait"]["mean"] is not None:
-            first = {"jobs": n1, "wait_mean": float(head["wait"]["mean"])}
+            guesses.insert(0, max(task.max_jobs - arrived, 0))
+        for before in dict.fromkeys(guesses):
+            cap = before + int(arrived * FIRST_PART)
+            head = simulate(s, seed=task.seed, max_jobs=cap, records=False).summary
+            n1, n = _started(head), _started(summary)
+            if 0 < n1 < n and head["wait"]["mean"] is not None:
+                first = {"jobs": n1, "wait_mean": float(head["wait"]["mean"])}
+                break
     return {"summary": summary, "first_part": first}
 
 
@@ -170,13 +176,16 @@ def make_runner(*, processes: int | None = None, client: Any = None) -> LocalRun
     return LocalRunner(processes)
 
 
-def connect_dask(address: str, *, timeout: float = 10.0) -> Any:
+def connect_dask(address: str, *, timeout: float = 5.0) -> Any:
     """A ``distributed.Client`` connected to the scheduler at ``address`` (``tcp://HOST:PORT``).
 
     Raises:
         ImportError: dask.distributed is not installed (``pip install 'qsim[dask]'``).
+        ValueError: ``address`` is not ``[tcp://|tls://]HOST:PORT``.
         OSError: no scheduler answered at ``address`` within ``timeout`` seconds.
     """
+    if not _ADDRESS.match(address):
+        raise ValueError(f"expected a scheduler address like tcp://HOST:8786, got {address!r}")
     try:
         from distributed import Client
     except ImportError as e:
@@ -184,5 +193,5 @@ def connect_dask(address: str, *, timeout: float = 10.0) -> Any:
     logger.info("connecting to the Dask scheduler at %s", address)
     try:
         return Client(address, timeout=timeout)
-    except (OSError, TimeoutError) as e:
-        raise OSError(f"no Dask scheduler answered at {address} within {timeout:g} s ({e})") from e
+    except (OSError, TimeoutError, ValueError) as e:
+        raise OSError(f"no Dask scheduler answered at {address} within {timeout:g} s") from e

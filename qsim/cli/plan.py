@@ -68,8 +68,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.dask:
         try:
             client = connect_dask(args.dask)
-        except (ImportError, OSError) as e:
-            err("plan", f"--dask {args.dask}: {e}")
+        except (ImportError, OSError, ValueError) as e:
+            err("plan", f"--dask: {e}")
             return EXIT_BAD_INPUT
     progress = Progress(f"plan {scenario.name}")
     try:
