@@ -51,7 +51,7 @@ from qsim.analysis.metrics import METRICS, Metric
 from qsim.analysis.report import PlanResult
 from qsim.analysis.runlength import diagnose
 from qsim.analysis.runner import RunResult, Runner, make_runner
-from qsim.analysis.search import Key, bisect, choose_axis, confirm, point_key, rank
+from qsim.analysis.search import Key, choose_axis, point_key, recommend
 from qsim.analysis.stats import Estimate, estimate, mean_summary
 from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
 from qsim.errors import ScenarioError
@@ -273,16 +273,9 @@ def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[An
         evaluate = _Evaluator(scenario, slos, paths, runner, seed=scenario.seed if seed is None else seed,
                               max_jobs=max_jobs, replications=replications, confidence=confidence,
                               progress=progress)
-        if axis is None:
-            evaluate.expect(len(points))
-            verdicts = dict(zip((point_key(p, paths) for p in points), evaluate(points)))
-        else:
-            lines = len(points) // len(vary[axis])
-            evaluate.expect(lines * (2 + math.ceil(math.log2(len(set(vary[axis]))))))
-            verdicts, _ = bisect(vary, axis, evaluate)
-        known = {k: p.meets for k, p in evaluate.points.items()}
-        candidates = rank([p for p in points if verdicts[point_key(p, paths)]], paths, cost)
-        best, _ = confirm(candidates, paths, known, evaluate, want=3 if cost is not None else 1)
+        lines = len(points) // len(vary[axis]) if axis else len(points)
+        evaluate.expect(lines * (2 + math.ceil(math.log2(len(set(vary[axis]))))) if axis else len(points))
+        best, _ = recommend(vary, evaluate, axis=axis, cost=cost, want=3 if cost is not None else 1)
     if progress:
         progress(1.0)
     simulated = [evaluate.points[point_key(p, paths)] for p in points if point_key(p, paths) in evaluate.points]

@@ -24,7 +24,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MONOTONE_FIELDS", "MIN_LINE", "Key", "point_key", "choose_axis", "bisect", "rank", "confirm"]
+__all__ = ["MONOTONE_FIELDS", "MIN_LINE", "Key", "point_key", "choose_axis", "bisect", "rank", "confirm",
+           "recommend"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,3 +151,25 @@ def confirm(candidates: Sequence[Params], paths: Sequence[str], known: Mapping[K
             if found.get(k, known.get(k)):
                 confirmed.append(p)
     return confirmed, found
+
+
+def recommend(vary: Mapping[str, Sequence[Any]], evaluate: Evaluate, *, axis: str | None = None,
+              cost: Callable[[Params], float] | None = None, want: int = 1) -> tuple[list[Params], dict[Key, bool]]:
+    """The best ``want`` points of the grid that meet the SLOs, best first, and every verdict found.
+
+    With ``axis`` None every point is evaluated (one batch); else :func:`bisect`
+    along ``axis`` and the inferred best ones are confirmed (:func:`confirm`).
+    The verdicts returned are those of the evaluated points (keys as :func:`point_key`).
+    """
+    paths = list(vary)
+    points = [dict(zip(paths, combo)) for combo in itertools.product(*(vary[p] for p in paths))]
+    if axis is None:
+        verdicts = dict(zip((point_key(p, paths) for p in points), evaluate(points)))
+        evaluated = dict(verdicts)
+    else:
+        verdicts, keys = bisect(vary, axis, evaluate)
+        evaluated = {k: verdicts[k] for k in keys}
+    candidates = rank([p for p in points if verdicts[point_key(p, paths)]], paths, cost)
+    best, found = confirm(candidates, paths, evaluated, evaluate, want)
+    evaluated.update(found)
+    return best, evaluated

@@ -10,7 +10,7 @@ import pytest
 
 from qsim.analysis.plan import AUTO_MAX, AUTO_START, parse_slo, plan
 from qsim.analysis.runlength import MIN_TAIL_JOBS
-from qsim.analysis.stats import estimate
+from qsim.analysis.stats import estimate, mean_summary
 from qsim.analysis.sweep import grid, parse_values, sweep, with_params
 from qsim.analysis.theory import mmc_wait_quantile
 from qsim.cli import main
@@ -278,3 +278,16 @@ queues = ["q"]
 workers = 1
 concurrency = 1
 """
+
+
+def test_mean_summary_averages_every_figure_and_keeps_the_shape() -> None:
+    runs = [simulate(short_mmc(12), seed=s, records=False).summary for s in (1, 2, 3)]
+    mean = mean_summary(runs)
+    assert mean["seed"] == 1 and mean["scenario"] == "mmc-short" and set(mean) == set(runs[0])
+    assert mean["wait"]["p95"] == pytest.approx(sum(r["wait"]["p95"] for r in runs) / 3)
+    assert mean["by_type"]["a"]["latency"]["mean"] == pytest.approx(sum(r["latency"]["mean"] for r in runs) / 3)
+    assert isinstance(mean["jobs"]["arrived"], int)
+    assert abs(mean["jobs"]["arrived"] - sum(r["jobs"]["arrived"] for r in runs) / 3) <= 0.5
+    assert mean_summary(runs[:1]) == runs[0]
+    undefined = dict(runs[1], wait=dict(runs[1]["wait"], p95=None))
+    assert mean_summary([runs[0], undefined])["wait"]["p95"] is None
