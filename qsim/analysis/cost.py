@@ -83,7 +83,7 @@ class Cost:
 
     def _eval(self, node: ast.expr, params: Mapping[str, Any]) -> float:
         if isinstance(node, ast.Constant):
-            return float(node.value)
+            return float(node.value)  # type: ignore[arg-type]  # parse_cost admits int and float only
         if isinstance(node, ast.BinOp):
             return _BINARY[type(node.op)](self._eval(node.left, params), self._eval(node.right, params))
         if isinstance(node, ast.UnaryOp):

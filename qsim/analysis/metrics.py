@@ -42,6 +42,11 @@ class Metric:
         head = self.name.split("_", 1)[0]
         return int(head[1:]) / 100.0 if head.startswith("p") and head[1:].isdigit() else None
 
+    @property
+    def bounds(self) -> tuple[float, float | None]:
+        """The range of the metric's values: ``(0, 1)`` for utilization, ``(0, None)`` for the rest."""
+        return (0.0, 1.0) if self.name == "utilization" else (0.0, None)
+
     def measure(self, summary: Mapping[str, Any]) -> float | None:
         """The metric's value in a Summary (None when undefined: nothing completed)."""
         if self.name in ("throughput", "utilization"):

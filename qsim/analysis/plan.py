@@ -12,7 +12,8 @@ How :func:`plan` decides, point by point:
   see the same arrivals and service draws, so their differences are the
   setting's, not luck's). Every per-run metric — quantiles included — is
   estimated by its mean over the runs with a Student-t confidence interval
-  at ``confidence`` (:mod:`qsim.analysis.stats`).
+  at ``confidence`` (:mod:`qsim.analysis.stats`), clipped to the metric's
+  range (no wait below 0, no utilization above 1).
 - **Meeting an SLO.** A point meets ``metric <= x`` (or ``<``) when the
   interval's *upper* bound does, and ``metric >= x`` (or ``>``) when its
   *lower* bound does; with one replication, when the value does. A metric
@@ -204,7 +205,8 @@ class _Evaluator:
 
     def _assess(self, p: _Point) -> None:
         summaries = [r["summary"] for r in p.runs]
-        p.estimates = {m.key: estimate([m.measure(s) for s in summaries], self.confidence) for m in self.metrics}
+        p.estimates = {m.key: estimate([m.measure(s) for s in summaries], self.confidence, bounds=m.bounds)
+                       for m in self.metrics}
         p.checks = {str(slo): slo.check(p.estimates[slo.target.key]) for slo in self.slos}
         p.run_length = diagnose(p.runs, self.metrics, self.confidence)
 

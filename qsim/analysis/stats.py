@@ -36,6 +36,8 @@ class Estimate:
 
     ``low``/``high``/``half_width`` are None with fewer than two values; ``mean``
     is None when some run left the metric undefined (nothing completed).
+    ``half_width`` is the t-interval's, before ``low``/``high`` are clipped to the
+    metric's range.
     """
 
     mean: float | None
@@ -70,8 +72,13 @@ class Estimate:
         return f"{self.mean:.3g} ± {self.half_width:.2g}"
 
 
-def estimate(values: Sequence[float | None], confidence: float = 0.95) -> Estimate:
-    """The mean of ``values`` with a two-sided Student-t interval at ``confidence``."""
+def estimate(values: Sequence[float | None], confidence: float = 0.95, *,
+             bounds: tuple[float | None, float | None] = (None, None)) -> Estimate:
+    """The mean of ``values`` with a two-sided Student-t interval at ``confidence``.
+
+    ``bounds`` clips the interval to the values the metric can take (a wait is
+    never below 0, a utilization never above 1).
+    """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     n = len(values)
@@ -84,7 +91,12 @@ def estimate(values: Sequence[float | None], confidence: float = 0.95) -> Estima
     var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
     t = float(_scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1))
     half = t * math.sqrt(var / n)
-    return Estimate(mean, mean - half, mean + half, half, n, confidence)
+    low, high = mean - half, mean + half
+    if bounds[0] is not None:
+        low = max(low, bounds[0])
+    if bounds[1] is not None:
+        high = min(high, bounds[1])
+    return Estimate(mean, low, high, half, n, confidence)
 
 
 def _mean_of(values: Sequence[Any]) -> Any:

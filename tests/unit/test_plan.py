@@ -142,7 +142,7 @@ def test_replication_r_uses_seed_plus_r_at_every_point() -> None:
     for point in result["points"]:
         scenario = with_params(short_mmc(), point["params"])
         runs = [simulate(scenario, seed=s, records=False).summary["wait"]["p95"] for s in (5, 6, 7)]
-        expected = estimate(runs, 0.95)
+        expected = estimate(runs, 0.95, bounds=(0.0, None))  # a wait is never below 0
         assert point["metrics"]["p95_wait"]["mean"] == pytest.approx(expected.mean)
         assert point["ci"]["p95_wait"] == pytest.approx(expected.ci)
         assert point["summary"]["wait"]["p95"] == pytest.approx(expected.mean)
@@ -158,6 +158,8 @@ def test_an_slo_is_met_by_the_intervals_bound() -> None:
     assert parse_slo("throughput>=1").check(est) == "undecided"
     assert parse_slo("throughput>2").check(est) == "failed"
     assert parse_slo("p95_wait<=1").check(estimate([None, 1.0])) == "failed"  # undefined in a run
+    clipped = estimate([0.0, 0.1, 0.9], 0.95, bounds=(0.0, 1.0))
+    assert clipped.low == 0.0 and clipped.high == 1.0 and clipped.half_width is not None and clipped.half_width > 1
     one = estimate([1.2])  # one replication: the value itself
     assert one.ci is None and parse_slo("p95_wait<=1.2").check(one) == "met"
 
