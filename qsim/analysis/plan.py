@@ -270,6 +270,9 @@ def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[An
     cost = parse_cost(minimize, paths, scenario) if isinstance(minimize, str) else minimize
     axis = choose_axis(vary) if search == "auto" else None
     points = grid(vary)
+    if cost is not None:
+        for params in points:  # an expression undefined somewhere fails now, not after the runs
+            cost(params)
     started = time.monotonic()
     with make_runner(processes=processes, client=client) as runner:
         evaluate = _Evaluator(scenario, slos, paths, runner, seed=scenario.seed if seed is None else seed,

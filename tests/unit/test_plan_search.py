@@ -168,3 +168,9 @@ def test_plan_minimizes_the_cost_and_lists_the_next_two() -> None:
     assert result["minimize"] == "workers*concurrency + workers"
     slots = result["recommended"]["pools.p.workers"] * result["recommended"]["pools.p.concurrency"]
     assert 10 <= slots <= 14
+
+
+def test_plan_refuses_a_cost_undefined_at_a_point_before_running_anything() -> None:
+    with pytest.raises(ScenarioError, match="undefined"):
+        plan(mmc(), [parse_slo("p95_wait<=0.5")], {"pools.p.concurrency": [1, 2, 3]},
+             minimize="1 / (concurrency - 2)", processes=1)
