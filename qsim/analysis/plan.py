@@ -173,9 +173,9 @@ class _Evaluator:
 
     def __call__(self, batch: list[dict[str, Any]]) -> list[bool]:
         """Run the new points of ``batch`` (and, with auto replications, more runs where undecided)."""
-        new = [_Point(dict(p)) for p in batch if point_key(p, self.paths) not in self.points]
-        for p in new:
-            self.points[point_key(p.params, self.paths)] = p
+        fresh = {point_key(p, self.paths): _Point(dict(p)) for p in batch if point_key(p, self.paths) not in self.points}
+        self.points.update(fresh)
+        new = list(fresh.values())
         self._add_runs(new, self.start)
         while self.auto:
             open_points = [p for p in new if not p.decided and len(p.runs) < AUTO_MAX]
