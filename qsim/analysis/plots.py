@@ -9,7 +9,8 @@ as the last expression of a cell, the CLI saves it with ``fig.savefig``.
 - :func:`sweep_metric` and :func:`model_vs_theory` read the points of
   :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
-  the table behind :func:`model_vs_theory`.
+  the table behind :func:`model_vs_theory`; :func:`plan_plot` draws a plan's
+  points with their confidence intervals (``qsim plan --plot``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from qsim.errors import TheoryNotApplicable
 from qsim.scenario import Scenario
 
 __all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
-           "sweep_metric", "model_theory_table", "model_vs_theory"]
+           "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot"]
 
 Point = Mapping[str, Any]
 _METRIC = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*$")
@@ -326,6 +327,80 @@ def model_vs_theory(table: pd.DataFrame, x: str, *, stats: Sequence[str] = ("mea
     ax.set_xlabel(xlabel or x)
     ax.set_ylabel(f"{what} (s)")
     ax.set_title(title or f"{what}: model vs closed form")
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | None = None,
+              xlabel: str | None = None, yscale: str = "symlog", title: str | None = None) -> Figure:
+    """A plan's points: ``metric`` per point with its confidence interval, the SLO, the recommendation.
+
+    Args:
+        result: :func:`~qsim.analysis.plan.plan`'s result (or its JSON).
+        metric: a metric key of the points (``p95_wait``, ``p95_wait[cut]``...); default: the first SLO's.
+        x: the varied path on the x axis (default: the bisection axis, else the path with the most values);
+            one line per value of the other varied paths.
+        yscale: ``symlog`` (default: linear below 0.1, for the waits of overloaded points that dwarf the
+            rest), ``linear`` or ``log``.
+
+    A point that meets every SLO is filled, one that does not is hollow, an
+    unstable one (still trending, :mod:`qsim.analysis.runlength`) is a cross;
+    error bars span the interval (none with one replication); the star is the
+    recommendation.
+    """
+    slos = [parse_slo(s) for s in result.get("slo", [])]
+    key = metric or (slos[0].target.key if slos else "p95_wait")
+    _metric(key)
+    paths = list(result.get("vary") or (result["points"][0]["params"] if result["points"] else {}))
+    vary = result.get("vary") or {}
+    widest = max(reversed(paths), key=lambda q: len(set(vary.get(q, ()))), default=None)
+    axis = x or (result.get("search") or {}).get("axis") or widest
+    if axis is None or axis not in paths:
+        raise ValueError(f"x must be one of the varied paths {paths}, got {axis!r}")
+    others = [p for p in paths if p != axis]
+    best = result.get("recommended")
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    groups: dict[tuple[Any, ...], list[Point]] = {}
+    for p in result["points"]:
+        groups.setdefault(tuple(p["params"][o] for o in others), []).append(p)
+    for line_key in sorted(groups, key=lambda k: tuple(_order(v) for v in k)):
+        rows = sorted(groups[line_key], key=lambda p: _order(p["params"][axis]))
+        rows = [p for p in rows if (p.get("metrics", {}).get(key) or {}).get("mean") is not None]
+        if not rows:
+            continue
+        xs = [p["params"][axis] for p in rows]
+        stats = [p["metrics"][key] for p in rows]
+        ys = [s["mean"] for s in stats]
+        label = ", ".join(f"{o.rsplit('.', 1)[-1]} = {v}" for o, v in zip(others, line_key)) or key
+        line: Any = ax.plot(xs, ys, linewidth=1, label=label)[0]
+        color = line.get_color()
+        lows = [s["mean"] - s["ci"][0] if s.get("ci") else 0.0 for s in stats]
+        highs = [s["ci"][1] - s["mean"] if s.get("ci") else 0.0 for s in stats]
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="none", ecolor=color, capsize=3, linewidth=1)
+        for xv, yv, p in zip(xs, ys, rows):
+            if p.get("run_length", {}).get("unstable"):
+                ax.plot([xv], [yv], "x", color=color)
+            else:
+                ax.plot([xv], [yv], "o", color=color, markerfacecolor=color if p["meets_slo"] else "none")
+            if best is not None and all(p["params"].get(k) == v for k, v in best.items()):
+                ax.plot([xv], [yv], "*", color="black", markersize=15, zorder=5, label="recommended: " + ", ".join(
+                    f"{k.rsplit('.', 1)[-1]} = {v}" for k, v in best.items()))
+    for slo in slos:
+        if slo.target.key == key:
+            ax.axhline(slo.value, color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
+    if yscale == "symlog":
+        ax.set_yscale("symlog", linthresh=0.1)
+    else:
+        ax.set_yscale(yscale)
+    if yscale != "log":
+        ax.set_ylim(bottom=0)
+    reps = result.get("replications", 1)
+    conf = result.get("confidence", 0.95)
+    ax.set_xlabel(xlabel or axis)
+    ax.set_ylabel(key + (" (s)" if key.split("[", 1)[0].endswith(("_wait", "_latency")) else ""))
+    ax.set_title(title or f"{key} per point ({reps} replications, {conf:.0%} intervals)")
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     return fig

@@ -190,3 +190,30 @@ def test_drain_times_reads_the_models_drains() -> None:
     drains = simulate(scenario).records.extra["drains"]
     fig = plots.drain_times(drains, grace=(5.0,))
     assert "n=2" in labels(fig)[0]
+
+
+def test_plan_plot_draws_intervals_the_slo_and_the_recommendation() -> None:
+    # Given a plan over workers x concurrency with 3 replications (the overloaded points flagged)
+    from qsim.analysis.plan import plan
+
+    result = plan(mmc(), [parse_slo("p95_wait<=1")], {"pools.p.workers": [1, 2], "pools.p.concurrency": [1, 2, 3]},
+                  replications=3, processes=1)
+    # When it is plotted
+    fig = plots.plan_plot(result)
+    ax = fig.axes[0]
+    # Then x is the path with the most values, one line per workers value, the SLO line and the star
+    assert ax.get_xlabel() == "pools.p.concurrency"
+    assert labels(fig)[:2] == ["workers = 1", "workers = 2"]
+    assert "SLO p95_wait<=1" in labels(fig)
+    best = result["recommended"]
+    assert best is not None and any(t.startswith("recommended: workers = ") for t in labels(fig))
+    # error bars span each point's interval
+    bars = [c for c in ax.collections if c.get_segments()]
+    spans = sorted(round(float(seg[1][1] - seg[0][1]), 6) for c in bars for seg in c.get_segments())
+    expected = sorted(round(p["ci"]["p95_wait"][1] - p["ci"]["p95_wait"][0], 6) for p in result["points"])
+    assert spans == expected
+    assert "3 replications" in ax.get_title()
+    with pytest.raises(ValueError, match="x must be one of the varied paths"):
+        plots.plan_plot(result, x="pools.p.speed")
+    # a metric other than the SLO's has no SLO line
+    assert not any(t.startswith("SLO") for t in labels(plots.plan_plot(result, metric="utilization")))
