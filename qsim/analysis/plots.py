@@ -6,11 +6,15 @@ as the last expression of a cell, the CLI saves it with ``fig.savefig``.
 
 - :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time`,
   :func:`service_time_tail` and :func:`drain_times` read one run's records;
+  :func:`starts_over_time` reads the attempts of one run or several side by side;
 - :func:`sweep_metric` and :func:`model_vs_theory` read the points of
   :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
   the table behind :func:`model_vs_theory`; :func:`plan_plot` draws a plan's
   points with their confidence intervals (``qsim plan --plot``).
+
+:func:`set_notebook_dpi` is the one function that changes global state (matplotlib's
+``figure.dpi``), on request: notebooks call it once so their committed PNGs stay small.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -31,10 +36,25 @@ from qsim.errors import TheoryNotApplicable
 from qsim.scenario import Scenario
 
 __all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
-           "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot"]
+           "starts_over_time", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
+           "NOTEBOOK_DPI", "set_notebook_dpi"]
 
 Point = Mapping[str, Any]
 _METRIC = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*$")
+
+#: Dots per inch of notebook figures: a 9 x 4 in figure is a 720 x 320 px PNG of a few tens of KB.
+NOTEBOOK_DPI = 80
+
+
+def set_notebook_dpi(dpi: float = NOTEBOOK_DPI) -> None:
+    """Draw the figures made from now on at ``dpi`` dots per inch (matplotlib's ``figure.dpi``).
+
+    Notebooks call it once in their first cell, so the PNGs committed with their
+    outputs stay small; an inline figure is saved at its own dpi.
+    """
+    if not dpi > 0:
+        raise ValueError(f"dpi must be > 0, got {dpi}")
+    matplotlib.rcParams["figure.dpi"] = dpi
 
 
 def queue_depth(timeseries: pd.DataFrame, *, title: str = "Queue depth") -> Figure:
@@ -182,6 +202,47 @@ def drain_times(drains: pd.DataFrame, *, grace: Sequence[float] = (), quantile: 
     return fig
 
 
+def starts_over_time(attempts: pd.DataFrame | Mapping[str, pd.DataFrame], *, width: float = 1.0,
+                     until: float | None = None, title: str = "Attempts started per second") -> Figure:
+    """Attempts started per second in windows of ``width`` s: first attempts and retries, stacked.
+
+    ``attempts`` is one run's ``records.attempts`` (columns ``attempt``, ``start``),
+    or a mapping of labels to such tables: one panel per run, on shared axes, to
+    compare runs. Retries that come back together show as spikes (a thundering
+    herd), spread ones as a low band. Each panel's legend gives its peak retry
+    rate. ``until`` ends the time axis (default: the last start).
+    """
+    if not width > 0:
+        raise ValueError(f"width must be > 0, got {width}")
+    runs = {"": attempts} if isinstance(attempts, pd.DataFrame) else dict(attempts)
+    if not runs:
+        raise ValueError("attempts must be a table or a non-empty mapping of tables")
+    if until is None:
+        last = max((float(a["start"].max()) for a in runs.values() if len(a)), default=0.0)
+        bins = int(last // width) + 1
+    else:
+        bins = max(1, math.ceil(until / width))
+    edges = np.arange(bins + 1) * width
+    fig = Figure(figsize=(9, 1.2 + 2.0 * len(runs)))
+    axes = fig.subplots(len(runs), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    for ax, (label, frame) in zip(axes, runs.items()):
+        start = frame["start"].to_numpy(float)
+        retry = frame["attempt"].to_numpy() > 1
+        first = np.histogram(start[~retry], bins=edges)[0] / width
+        both = first + np.histogram(start[retry], bins=edges)[0] / width
+        peak = float((both - first).max())
+        ax.stairs(first, edges, fill=True, alpha=0.6, label="first attempts")
+        ax.stairs(both, edges, baseline=first, fill=True, alpha=0.8, label=f"retries (peak {peak:.0f}/s)")
+        ax.set_ylabel("starts/s")
+        ax.set_title(label, fontsize="medium", loc="left")
+        ax.legend(loc="upper right", fontsize="small")
+    axes[-1].set_xlabel(f"time (s), windows of {width:g} s")
+    axes[-1].set_xlim(0, edges[-1])
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def _metric(metric: str) -> SLO:
     m = _METRIC.match(metric)
     if not m:
@@ -305,12 +366,14 @@ def model_theory_table(scenario: Scenario, points: Sequence[Point], *, what: str
 
 
 def model_vs_theory(table: pd.DataFrame, x: str, *, stats: Sequence[str] = ("mean", "p95", "p99"),
-                    what: str = "wait", xlabel: str | None = None, yscale: str = "linear",
-                    title: str | None = None) -> Figure:
+                    what: str = "wait", xlabel: str | None = None, ylabel: str | None = None,
+                    yscale: str = "linear", title: str | None = None) -> Figure:
     """The model's measurement (dots) and the closed form (line) of each stat, over ``x``.
 
-    ``table`` is :func:`model_theory_table`'s output; ``x`` one of its columns
-    (a varied parameter). Points without a closed form show the model only.
+    ``table`` is :func:`model_theory_table`'s output, or any table with the
+    columns ``x``, ``model_<stat>`` and ``theory_<stat>`` (e.g. attempts per job
+    against a closed form: give ``ylabel``, default ``"<what> (s)"``). Points
+    without a closed form show the model only.
     """
     for col in [x] + [f"{side}_{s}" for s in stats for side in ("model", "theory")]:
         if col not in table.columns:
@@ -325,7 +388,7 @@ def model_vs_theory(table: pd.DataFrame, x: str, *, stats: Sequence[str] = ("mea
     if yscale != "log":
         ax.set_ylim(bottom=0)
     ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(f"{what} (s)")
+    ax.set_ylabel(ylabel or f"{what} (s)")
     ax.set_title(title or f"{what}: model vs closed form")
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
