@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -40,9 +39,10 @@ import numpy as np
 import pandas as pd
 
 from qsim.errors import CalibrationError
-from qsim.records import ATTEMPT_COLUMNS, attempts_frame
+from qsim.records import attempts_frame
 
-__all__ = ["MEASURED_COLUMNS", "QueueConfig", "Measured", "measured_jobs", "parse_when", "in_window"]
+__all__ = ["MEASURED_COLUMNS", "QueueConfig", "Measured", "measured_jobs", "parse_when", "in_window", "windowed",
+           "data_window"]
 
 MEASURED_COLUMNS: Mapping[str, str] = {
     "job_id": "object", "type": "object", "queue": "object", "priority": "int64",
@@ -127,13 +127,6 @@ def measured_jobs(columns: Mapping[str, Any] | pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def attempts_table(columns: Mapping[str, Any] | None) -> pd.DataFrame:
-    """An attempts table (empty when ``columns`` is None)."""
-    if columns is None:
-        return attempts_frame()
-    return pd.DataFrame({c: np.asarray(columns[c]) for c in ATTEMPT_COLUMNS}).astype(dict(ATTEMPT_COLUMNS))
-
-
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*d)?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m)?"
                        r"\s*(?:(\d+(?:\.\d+)?)\s*s)?\s*$", re.IGNORECASE)
 
@@ -165,11 +158,6 @@ def parse_when(text: str | float | None, *, now: float, what: str = "--since") -
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()
-
-
-def wall_now() -> float:
-    """Now, as Unix time (seconds)."""
-    return time.time()
 
 
 def in_window(jobs: pd.DataFrame, since: float | None, until: float | None) -> pd.DataFrame:
