@@ -428,6 +428,9 @@ def predict(scenario: Scenario) -> TheoryResult:
     fetch = float(getattr(getattr(scenario, "engine", None), "fetch_overhead", 0.0) or 0.0)
     if fetch:
         notes.append(f"engine.fetch_overhead = {fetch} s is not included")
+    ack = float(getattr(getattr(scenario, "engine", None), "ack_overhead", 0.0) or 0.0)
+    if ack:
+        notes.append(f"engine.ack_overhead = {ack} s is not included")
     notes.append("steady state: duration, warmup and seed play no part")
 
     all_exp = all(j.service.kind == "exponential" for j in arriving)

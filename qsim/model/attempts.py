@@ -6,8 +6,9 @@ flows, limits, overhead: see :func:`qsim.model.run.needs_full`); a core run
 derives its one attempt per job from the job table.
 
 An attempt's ``start`` is when its handler starts (after ``fetch_overhead``),
-its ``end`` when it stopped: it finished (``ok``), failed (``failed``), hit its
-timeout (``timeout``, at exactly start + timeout), its process was killed
+its ``end`` when it stopped and its result reached Redis (``ack_overhead``
+after the handler returned): it finished (``ok``), failed (``failed``), hit its
+timeout (``timeout``, at exactly start + timeout + ack_overhead), its process was killed
 (``stalled``: it ends when the stalled check puts the job back, as the engine
 logs it — the job held its lock and its place under the limits until then; NaN
 if never found), or it was cut off at a shutdown's grace deadline

@@ -50,7 +50,10 @@ and the mechanisms plug in:
 - :mod:`~qsim.model.flows` — ``on_settle``: flow parents in
   waiting-children, fan-out children;
 - ``fetch_overhead``: each attempt's handler starts that long after its slot
-  took the job (the slot is held meanwhile).
+  took the job (the slot is held meanwhile);
+- ``ack_overhead``: each attempt's result reaches Redis that long after its
+  handler returned (or failed, or timed out): the slot is held meanwhile, and
+  the attempt's end (and the job's ``finished``) is that later time.
 
 Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
@@ -59,7 +62,7 @@ jobs) + 1 s`` — by then even a single slot working from ``duration`` on would
 have finished every job — and jobs not done are ``unfinished`` (their
 ``finished`` is NaN; a job running at the horizon keeps its ``started``). A
 full run's horizon adds every planned attempt (capped by its timeout) and its
-overhead, every backoff, the rate limits' pace, and each event's grace or
+overheads, every backoff, the rate limits' pace, and each event's grace or
 lock + stalled interval, after the last event.
 """
 
@@ -134,7 +137,7 @@ def needs_full(scenario: Scenario) -> bool:
     return (any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 or j.fan_out is not None
                 or j.flow is not None for j in scenario.jobs)
             or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
-            or bool(scenario.events) or scenario.engine.fetch_overhead > 0)
+            or bool(scenario.events) or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0)
 
 
 class Model(StreamHooks):
@@ -381,6 +384,7 @@ class Model(StreamHooks):
         self.row: list[int] = self.plan.rank.tolist()  # job -> row of its table
         self._type_queue, self._type_priority = type_queue, type_priority
         self.overhead = s.engine.fetch_overhead
+        self.ack = s.engine.ack_overhead
         self.timeouts = [j.timeout for j in s.jobs]
         self.attempt_result = Retries(self)
         if any(j.flow is not None or j.fan_out is not None for j in s.jobs):
@@ -402,7 +406,7 @@ class Model(StreamHooks):
             job = s.jobs[k % len(s.jobs)]
             svc = table.service if job.timeout <= 0 else np.minimum(table.service, job.timeout)
             n, a = table.service.shape
-            work += float(svc.sum()) + n * a * self.overhead
+            work += float(svc.sum()) + n * a * (self.overhead + self.ack)
             backoff += n * sum(backoff_delay(job.backoff, i, 0.0) for i in range(1, a))
             rl = s.queue(job.queue).rate_limit
             if rl is not None:
@@ -489,7 +493,7 @@ class Model(StreamHooks):
         self._running[slot] = job
         svc = self._service[job]
         t = self.timeouts[self._type[job]]
-        run = t if 0 < t < svc else svc
+        run = (t if 0 < t < svc else svc) + self.ack  # the slot is free when the result reaches Redis
         self.slot_attempt[slot] = self.log.begin(job, self._attempts[job], w, start)
         Timeout(env, overhead + run if overhead else run, slot).callbacks.append(self._on_end)
 

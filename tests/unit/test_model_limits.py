@@ -125,3 +125,37 @@ def test_fetch_overhead_delays_each_start_and_caps_a_slots_rate() -> None:
     # one slot, 0.1 s per job with overhead: 10 jobs/s, the queue grows under 20/s
     assert r.summary["throughput"] == pytest.approx(10.0, rel=0.01)
     assert (jobs["finished"] - jobs["started"]).to_numpy() == pytest.approx(0.05)
+
+
+def test_ack_overhead_holds_the_slot_after_each_attempt_and_caps_a_slots_rate() -> None:
+    # one slot, 0.05 s handler, 0.02 s fetch, 0.03 s ack: a job every 0.1 s at most
+    s = scenario(duration=50.0, engine={"fetch_overhead": 0.02, "ack_overhead": 0.03},
+                 jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "constant", "rate": 20.0},
+                        "service": {"kind": "constant", "mean": 0.05}}],
+                 pools=[{"name": "p", "queues": ["q"], "workers": 1}])
+    r = simulate(s)
+    jobs = r.jobs
+    first = jobs.iloc[0]
+    assert (first["started"], first["finished"]) == pytest.approx((0.02, 0.1))  # finished when the ack lands
+    assert r.summary["throughput"] == pytest.approx(10.0, rel=0.01)  # 1 / (service + fetch + ack)
+    assert (jobs["finished"] - jobs["started"]).to_numpy() == pytest.approx(0.08)  # handler + ack
+    att = r.records.attempts
+    assert (att["end"] - att["start"]).to_numpy() == pytest.approx(0.08)
+
+
+def test_ack_overhead_adds_to_the_latency_of_every_attempt() -> None:
+    # light load (no waiting): each failed attempt and the final one hold their slot ack_overhead longer
+    base = {"name": "a", "queue": "q", "arrival": {"kind": "constant", "rate": 0.5},
+            "service": {"kind": "constant", "mean": 0.1}, "fail_prob": 0.5, "attempts": 3,
+            "backoff": {"kind": "fixed", "delay": 0.2}}
+    runs = {ack: simulate(scenario(duration=40.0, engine={"ack_overhead": ack}, jobs=[base],
+                                   pools=[{"name": "p", "queues": ["q"], "workers": 1}]))
+            for ack in (0.0, 0.05)}
+    without, with_ack = (runs[a].jobs for a in (0.0, 0.05))
+    # the same draws: the same attempts and outcomes
+    assert with_ack["attempts"].tolist() == without["attempts"].tolist()
+    assert with_ack["outcome"].tolist() == without["outcome"].tolist()
+    assert with_ack["attempts"].max() > 1  # some jobs retried
+    latency = lambda j: (j["finished"] - j["enqueued"]).to_numpy()  # noqa: E731
+    assert latency(with_ack) - latency(without) == pytest.approx(0.05 * with_ack["attempts"].to_numpy())
+    assert (with_ack["started"] == without["started"]).all()  # the first handler starts at once either way

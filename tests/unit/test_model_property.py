@@ -75,7 +75,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
             "engine": {"lock_duration": draw(st.sampled_from([0.5, 2.0])),
                        "stalled_interval": draw(st.sampled_from([0.5, 1.5])),
                        "max_stalled": draw(st.integers(0, 2)),
-                       "fetch_overhead": draw(st.sampled_from([0.0, 0.0, 0.01]))}}
+                       "fetch_overhead": draw(st.sampled_from([0.0, 0.0, 0.01])),
+                       "ack_overhead": draw(st.sampled_from([0.0, 0.0, 0.01]))}}
 
 
 def overlap_max(start: np.ndarray, end: np.ndarray) -> int:
