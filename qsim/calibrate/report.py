@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from qsim.calibrate.arrivals import ArrivalFit
@@ -108,7 +109,25 @@ class Calibration:
         return {"scenario": s.to_dict(), "fits": {t: f.as_dict() for t, f in self.types.items()},
                 "overhead": self.overhead.as_dict(), "pools": [p.as_dict() for p in self.pools],
                 "window": {"start": self.window[0], "end": self.window[1], "seconds": self.window[1] - self.window[0]},
-                "source": self.measured.source, "jobs": int(len(self.measured.jobs)), "warnings": list(self.warnings)}
+                "source": self.measured.source, "jobs": int(len(self.measured.jobs)),
+                "measured": self.measured_summary(), "warnings": list(self.warnings)}
+
+    def measured_summary(self) -> dict[str, Any]:
+        """What the measured jobs themselves show (compare with ``qsim simulate`` of the scenario):
+        jobs, completed, dead, throughput and the mean/p50/p95 of wait and latency (NaN where unknown)."""
+        j = self.measured.jobs
+        wait = (j["started"] - j["enqueued"]).dropna().to_numpy(float)
+        done = j[j["outcome"] == "completed"]
+        lat = (done["finished"] - done["enqueued"]).to_numpy(float)
+
+        def stats(x: Any) -> dict[str, float]:
+            if len(x) == 0:
+                return {"mean": math.nan, "p50": math.nan, "p95": math.nan}
+            return {"mean": float(x.mean()), "p50": float(np.percentile(x, 50)), "p95": float(np.percentile(x, 95))}
+
+        span = self.window[1] - self.window[0]
+        return {"jobs": int(len(j)), "completed": int(len(done)), "dead": int((j["outcome"] == "dead").sum()),
+                "throughput": len(done) / span if span > 0 else math.nan, "wait": stats(wait), "latency": stats(lat)}
 
     def comments(self) -> dict[str, str]:
         """Comments for the TOML file, keyed by key path (see :func:`qsim.scenario_toml.to_toml`)."""
@@ -203,6 +222,12 @@ class Calibration:
     def _pools_line(self) -> str:
         return "pools: " + "; ".join(f"{p.name} {p.workers} x {p.concurrency} ({', '.join(p.queues)})" for p in self.pools)
 
+    def _measured_line(self) -> str:
+        m = self.measured_summary()
+        w, lat = m["wait"], m["latency"]
+        return (f"measured: throughput {m['throughput']:.4g}/s, wait p50 {w['p50']:.4g} s p95 {w['p95']:.4g} s, "
+                f"latency p50 {lat['p50']:.4g} s p95 {lat['p95']:.4g} s ({m['completed']} completed, {m['dead']} dead)")
+
     def _engine_line(self) -> str:
         o = self.overhead
         return f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)} ({o.source})"
@@ -212,14 +237,15 @@ class Calibration:
         table = self.table()
         if len(table):
             lines += ["  " + line for line in table.to_string(index=False).splitlines()]
-        lines += [self._pools_line(), self._engine_line()]
+        lines += [self._pools_line(), self._engine_line(), self._measured_line()]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         parts = [f"<p><b>{html.escape(self._summary_line())}</b></p>",
                  self.table().to_html(index=False, na_rep="-", border=0),
-                 f"<p>{html.escape(self._pools_line())}<br>{html.escape(self._engine_line())}</p>"]
+                 f"<p>{html.escape(self._pools_line())}<br>{html.escape(self._engine_line())}<br>"
+                 f"{html.escape(self._measured_line())}</p>"]
         if self.warnings:
             parts.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings) + "</ul>")
         return "\n".join(parts)
