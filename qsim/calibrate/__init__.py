@@ -21,7 +21,7 @@ In a notebook::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +67,19 @@ def from_csv(path: str | Path, **options: Any) -> Calibration:
 def from_redis(url: str, queues: str | Sequence[str], *, prefix: str = "qsim", group: str | None = None,
                since: Any = None, until: Any = None, max_jobs: int = DEFAULT_MAX_JOBS, service: str = "fit",
                arrivals: str = "fit", min_jobs: int = MIN_JOBS, min_fit: int = MIN_FIT,
-               overhead: Overhead | None = None, name: str = "calibrated") -> Calibration:
+               overhead: Overhead | None = None, name: str = "calibrated",
+               progress: Callable[[float], None] | None = None) -> Calibration:
     """Calibrate from the qsim engine's job records in Redis (read-only).
 
     ``since``/``until``: Unix seconds, ISO date-times, or durations (``2h``)
     back from the Redis server's clock. At most ``max_jobs`` jobs are read, the
     most recently finished first (the window then starts where they do).
+    ``progress`` is called with the fraction of job hashes read.
     """
     from qsim.calibrate.qsim_source import read_qsim
 
     m, now, start = read_qsim(url, [queues] if isinstance(queues, str) else list(queues), prefix=prefix,
-                              group=group, since=since, max_jobs=max_jobs)
+                              group=group, since=since, max_jobs=max_jobs, progress=progress)
     options = dict(service=service, arrivals=arrivals, min_jobs=min_jobs, min_fit=min_fit, overhead=overhead,
                    name=name)
     return _fit(m, since, until, now, start, options)
@@ -86,12 +88,12 @@ def from_redis(url: str, queues: str | Sequence[str], *, prefix: str = "qsim", g
 def from_bullmq(url: str, queues: str | Sequence[str], *, prefix: str = "bull", since: Any = None,
                 until: Any = None, max_jobs: int = DEFAULT_MAX_JOBS, service: str = "fit", arrivals: str = "fit",
                 min_jobs: int = MIN_JOBS, min_fit: int = MIN_FIT, overhead: Overhead | None = None,
-                name: str = "calibrated") -> Calibration:
+                name: str = "calibrated", progress: Callable[[float], None] | None = None) -> Calibration:
     """Calibrate from a BullMQ (Node) Redis, 4.x or 5.x layout (read-only); options as :func:`from_redis`."""
     from qsim.calibrate.bullmq_source import read_bullmq
 
     m, now, start = read_bullmq(url, [queues] if isinstance(queues, str) else list(queues), prefix=prefix,
-                                since=since, max_jobs=max_jobs)
+                                since=since, max_jobs=max_jobs, progress=progress)
     options = dict(service=service, arrivals=arrivals, min_jobs=min_jobs, min_fit=min_fit, overhead=overhead,
                    name=name)
     return _fit(m, since, until, now, start, options)

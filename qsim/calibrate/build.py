@@ -182,9 +182,10 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
         qspecs.append(QueueSpec(name=q, concurrency_limit=c.concurrency_limit if c else None, rate_limit=rl,
                                 aging=c.aging if c else 0.0))
     pspecs = tuple(PoolSpec(name=p.name, queues=p.queues, workers=p.workers, concurrency=p.concurrency) for p in pools)
-    scenario = Scenario(name=name, duration=end - start, queues=tuple(qspecs), jobs=tuple(specs), pools=pspecs,
-                        engine=EngineSettings(fetch_overhead=overhead.fetch_overhead,
-                                              ack_overhead=overhead.ack_overhead))
+    scenario = with_paths(Scenario(name=name, duration=end - start, queues=tuple(qspecs), jobs=tuple(specs),
+                                   pools=pspecs, engine=EngineSettings(fetch_overhead=overhead.fetch_overhead,
+                                                                       ack_overhead=overhead.ack_overhead)),
+                          Path(), name)  # CSV names until written beside a TOML
     for w in warnings:  # the report carries them; the CLI prints them with the table
         logger.info("%s", w)
     return Calibration(scenario=scenario, types=fits, pools=tuple(pools), overhead=overhead, measured=measured,

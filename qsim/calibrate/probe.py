@@ -17,8 +17,10 @@ The caller checks that the Redis is local (or confirmed): the probe writes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -34,7 +36,7 @@ logger = logging.getLogger(__name__)
 SERVICE = 0.01
 
 
-def probe_scenario(*, duration: float = 6.0, rate: float = 25.0, concurrency: int = 4, seed: int = 1) -> Scenario:
+def probe_scenario(*, duration: float = 4.0, rate: float = 30.0, concurrency: int = 4, seed: int = 1) -> Scenario:
     """The probe's workload: Poisson arrivals, a constant handler time, one worker (light load)."""
     return Scenario.from_dict({
         "name": "overhead-probe", "seed": seed, "duration": duration,
@@ -45,7 +47,7 @@ def probe_scenario(*, duration: float = 6.0, rate: float = 25.0, concurrency: in
     })
 
 
-def probe(redis_url: str, *, duration: float = 6.0, rate: float = 25.0, concurrency: int = 4,
+def probe(redis_url: str, *, duration: float = 4.0, rate: float = 30.0, concurrency: int = 4,
           progress: Callable[[float], None] | None = None) -> Overhead:
     """Measure the engine's per-job overhead on ``redis_url`` (keys of its own, deleted afterwards).
 
@@ -55,7 +57,13 @@ def probe(redis_url: str, *, duration: float = 6.0, rate: float = 25.0, concurre
     from qsim.harness.run import run_scenario
 
     scenario = probe_scenario(duration=duration, rate=rate, concurrency=concurrency)
-    result = run_scenario(scenario, redis_url, progress=progress, drain_timeout=30.0)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a terminal: run here
+        result = run_scenario(scenario, redis_url, progress=progress, drain_timeout=30.0)
+    else:  # a notebook's running event loop: the harness runs its own loop in a thread
+        with ThreadPoolExecutor(1) as pool:
+            result = pool.submit(run_scenario, scenario, redis_url, progress=progress, drain_timeout=30.0).result()
     recs = result.records
     jobs = measured_jobs(recs.jobs.assign(last_start=np.nan))
     ok = recs.attempts[recs.attempts["result"] == "ok"]

@@ -15,9 +15,9 @@ to ``--since``, and the unfinished ones (``wait``, ``delayed``, ``active``,
 
 The queue's ``meta`` hash gives its limits (``concurrency_limit``,
 ``rate_max``/``rate_per_ms``/``rate_key``, ``aging_ms``) and its retention
-(``keep_count``, ``keep_age_ms``): when the completed set is full to
-``keep_count``, or reading stopped at ``max_jobs``, older jobs are gone and
-the window starts where the kept ones do.
+(``keep_count``, else the workers' default of 10,000, and ``keep_age_ms``):
+when the completed set is full to ``keep_count``, or reading stopped at
+``max_jobs``, older jobs are gone and the window starts where the kept ones do.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from qsim.calibrate.redis_read import (
     scan_some,
 )
 from qsim.engine.keys import QueueKeys
+from qsim.engine.queue import DEFAULT_KEEP_COMPLETED
 from qsim.errors import CalibrationError
 from qsim.records import attempts_frame
 from qsim.safety import display_url
@@ -142,7 +143,7 @@ def read_qsim(url: str, queues: Sequence[str], *, prefix: str = "qsim", group: s
                 finished.extend((s, qi, m) for m, s in got)
                 if len(got) >= max_jobs:
                     start = max(start or -math.inf, got[-1][1] / 1000.0)
-            keep = _i(meta.get("keep_count"), -1)
+            keep = _i(meta.get("keep_count"), DEFAULT_KEEP_COMPLETED)  # unset: the workers' default retention
             if keep >= 0 and client.zcard(k.completed) >= keep > 0:
                 oldest = client.zrange(k.completed, 0, 0, withscores=True)
                 if oldest:

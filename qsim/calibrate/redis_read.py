@@ -36,7 +36,10 @@ def open_client(url: str) -> Any:
 
 def redis_now(client: Any) -> float:
     """The Redis server's clock (Unix seconds)."""
-    sec, usec = client.time()
+    reply = client.time()
+    if isinstance(reply, dict):  # a cluster client answers per node
+        reply = next(iter(reply.values()))
+    sec, usec = reply
     return float(sec) + float(usec) / 1e6
 
 

@@ -48,6 +48,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"a FILE ({args.file}) is read only with --from csv"
     if args.source in ("qsim", "bullmq") and not args.queue:
         return f"--from {args.source} needs --queue NAME (repeat it for several queues)"
+    if args.group and args.source != "qsim":
+        return "--group applies only to --from qsim (the engine's queue groups)"
     if args.source is None and (args.out or args.plots or args.queue):
         return "--out, --plots and --queue need --from (the probe alone prints the overhead)"
     return None
@@ -76,7 +78,11 @@ def _calibrate(args: argparse.Namespace, overhead: Any) -> Any:
     read = cal.from_redis if args.source == "qsim" else cal.from_bullmq
     extra: dict[str, Any] = {"group": args.group} if args.source == "qsim" else {}
     prefix = args.prefix or ("qsim" if args.source == "qsim" else "bull")
-    return read(url, args.queue, prefix=prefix, max_jobs=args.max_jobs, **extra, **options)
+    progress = Progress(f"read jobs from {args.source}")
+    try:
+        return read(url, args.queue, prefix=prefix, max_jobs=args.max_jobs, progress=progress, **extra, **options)
+    finally:
+        progress.close()
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

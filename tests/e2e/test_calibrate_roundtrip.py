@@ -2,7 +2,7 @@
 same workload at another concurrency with the model, and measure that on the engine too.
 
 The workload: bursts of 20 jobs every 0.5 s (lognormal service) plus Poisson traffic (exponential
-service), 10 s, on 2 worker processes. Calibrated at concurrency 4 per process (8 slots, rho ~0.25),
+service), 8 s, on 2 worker processes. Calibrated at concurrency 4 per process (8 slots, rho ~0.25),
 predicted and measured at concurrency 2 (4 slots, rho ~0.5): every burst queues, so waits are tens of
 milliseconds, not pickup noise. The model's figure is the mean of 6 replications (its own random
 draws of the fitted distributions); the engine's is the one run. Longer runs and more settings:
@@ -24,7 +24,7 @@ from qsim.scenario import Scenario
 pytestmark = pytest.mark.redis
 
 
-def workload(workers: int, concurrency: int, seed: int = 5, duration: float = 10.0) -> Scenario:
+def workload(workers: int, concurrency: int, seed: int = 5, duration: float = 8.0) -> Scenario:
     return Scenario.from_dict({
         "name": "roundtrip", "seed": seed, "duration": duration, "queues": [{"name": "orders"}],
         "jobs": [{"name": "bulk", "queue": "orders", "arrival": {"kind": "burst", "rate": 40.0, "size": 20},

@@ -27,7 +27,7 @@ needs_node = pytest.mark.skipif(node_missing() is not None, reason=node_missing(
 
 TYPES = [{"name": "bulk", "arrival": "burst", "rate": 20, "size": 10}, {"name": "cut", "rate": 20}]
 SERVICE = {"bulk": {"kind": "lognormal", "mean": 0.08, "cv": 0.5}, "cut": {"kind": "gamma", "mean": 0.05, "cv": 0.3}}
-DURATION = 8.0
+DURATION = 6.0
 
 
 def run_bullmq(bq: BullMQ, url: str, queue: str, concurrency: int, **worker: Any) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def test_bullmq_failures_retries_and_options(redis_url: str, major: str) -> None
     types = [{"name": "flaky", "rate": 60, "attempts": 3, "backoff": {"type": "fixed", "delay": 20}, "priority": 2}]
     with bq.worker(redis_url, "F", concurrency=8, service={"*": {"kind": "constant", "mean": 0.005}},
                    fail_prob={"*": 0.2}, poison_prob={"*": 0.1}, seed=11):
-        out = bq.produce(redis_url, "F", types=types, duration=3.0, seed=5)
+        out = bq.produce(redis_url, "F", types=types, duration=2.0, seed=5)
         assert bq.wait_drained(redis_url, "F", expected=out["added"], timeout=60)
     before = redis.Redis.from_url(redis_url).info("commandstats")
     c = cal.from_bullmq(redis_url, ["F"])
