@@ -133,9 +133,11 @@ def test_missing_queues_and_foreign_layouts(measured: tuple[str, EngineResult],
     assert "cannot reach Redis at redis://127.0.0.1:1/0" in capsys.readouterr().err
 
 
-def test_probe_measures_the_engine_overhead(redis_url: str, measured: tuple[str, EngineResult],
+def test_probe_measures_the_engine_overhead(measured: tuple[str, EngineResult],
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    # When the probe runs on a local Redis
+    # When the probe runs on a local Redis (db 4 of the session's server: db 3 holds the measured run)
+    redis_url = measured[0].rsplit("/", 1)[0] + "/4"
+    redis.Redis.from_url(redis_url).flushdb()
     assert main(["calibrate", "--probe", "--redis", redis_url, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     o = doc["overhead"]
