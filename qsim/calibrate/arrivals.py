@@ -2,7 +2,7 @@
 
 The rate is jobs per second over the calibration window. The kind:
 
-1. **batches** — arrivals at the same instant (within the clock's resolution)
+1. **batches** — arrivals at the same instant (within two ticks of the clock)
    far more often than a Poisson stream of this rate would put them there
    (a one-sided binomial test, p < 0.001) and at least 1.5 jobs per batch on
    average: ``burst`` with ``size`` = the mean batch size, rounded;
@@ -110,7 +110,7 @@ def fit_arrivals(times: np.ndarray, start: float, end: float, *, resolution: flo
     rel = t - start
     if trace:
         return ArrivalFit(kind="trace", rate=rate, n=n, span=span, times=rel, note="measured enqueue times")
-    eps = max(resolution, 1e-9)
+    eps = 2 * max(resolution, 1e-9)  # one tick of the clock either way: a batch may straddle one
     sizes = _batches(t, eps)
     batch_mean = float(sizes.mean())
     gaps = np.diff(t)

@@ -158,7 +158,8 @@ class Calibration:
             fl = f.failures
             c[f"{k}.fail_prob"] = (f"{fl.failed_attempts} failed attempts, {fl.dead} dead of {fl.jobs} finished jobs; "
                                    f"95% CI [{fl.fail_ci[0]:.3g}, {fl.fail_ci[1]:.3g}]")
-            c[f"{k}.poison_prob"] = f"95% CI [{fl.poison_ci[0]:.3g}, {fl.poison_ci[1]:.3g}]"
+            c[f"{k}.poison_prob"] = f"95% CI [{fl.poison_ci[0]:.3g}, {fl.poison_ci[1]:.3g}]" if f.attempts > 1 else \
+                "one attempt per job: a poison job and a failed attempt look the same (all in fail_prob)"
             c[f"{k}.priority"] = "from the jobs' options (most common value)"
         for i, p in enumerate(self.pools):
             c[f"pools[{i}]"] = (f"observed: {p.worker_ids} worker ids, at most {p.workers} at once, at most "
