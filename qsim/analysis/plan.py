@@ -1,35 +1,73 @@
-"""Capacity planning: the smallest setting that meets a service-level objective.
+"""Capacity planning: the cheapest setting that meets service-level objectives, with confidence.
 
 An SLO is ``<metric><op><number>``, e.g. ``p95_wait<=2``. Metrics name Summary
 fields: ``mean_wait``, ``p50_wait``, ``p95_wait``, ``p99_wait``, ``max_wait``,
 the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
 ``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``.
 
-:func:`plan` sweeps the model over the given values (every core) and
-recommends the first point, in ascending order of the varied values (the
-first path varies slowest), that meets every SLO: with one varied parameter,
-the smallest value that does. A point whose wait or latency is undefined
-(nothing completed) does not meet a wait or latency SLO.
+How :func:`plan` decides, point by point:
+
+- **Replications.** Each point runs ``replications`` times, replication ``r``
+  with seed ``seed + r`` at *every* point (common random numbers: the points
+  see the same arrivals and service draws, so their differences are the
+  setting's, not luck's). Every per-run metric — quantiles included — is
+  estimated by its mean over the runs with a Student-t confidence interval
+  at ``confidence`` (:mod:`qsim.analysis.stats`), clipped to the metric's
+  range (no wait below 0, no utilization above 1).
+- **Meeting an SLO.** A point meets ``metric <= x`` (or ``<``) when the
+  interval's *upper* bound does, and ``metric >= x`` (or ``>``) when its
+  *lower* bound does; with one replication, when the value does. A metric
+  that is undefined in a run (nothing completed) meets nothing.
+- **``replications="auto"``.** Every point starts with :data:`AUTO_START`
+  runs; a point whose interval still straddles an SLO's number gets
+  :data:`AUTO_STEP` more, until every SLO is decided or the point has had
+  :data:`AUTO_MAX` runs (the budget). A point still undecided then does not
+  meet the SLO (its upper bound does not). Stopping when decided makes the
+  interval's coverage somewhat lower than nominal near the boundary.
+- **Run length.** :mod:`qsim.analysis.runlength` flags a quantile that rests
+  on too few jobs (``short``: reported, marked) and a point whose queue is
+  still growing at the end (``unstable``: it meets no SLO).
+- **Search.** ``search="grid"`` runs every point; ``search="auto"`` bisects
+  along a monotone parameter (workers, concurrency, rates...) on every line of
+  the grid (:mod:`qsim.analysis.search`) and sweeps when there is none.
+- **Recommendation.** Among the points that meet every SLO, the cheapest by
+  ``minimize`` (a cost expression over the varied parameters,
+  :mod:`qsim.analysis.cost`), ties and the default in ascending grid order
+  (the first path varies slowest: with one varied parameter, the smallest
+  value). With ``minimize`` the next two cheapest are listed too.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from qsim.analysis.sweep import sweep
+from qsim.analysis.cost import Cost, parse_cost
+from qsim.analysis.metrics import METRICS, Metric
+from qsim.analysis.report import PlanResult
+from qsim.analysis.runlength import diagnose
+from qsim.analysis.runner import RunResult, Runner, make_runner
+from qsim.analysis.search import Key, choose_axis, point_key, recommend
+from qsim.analysis.stats import Estimate, estimate, mean_summary
+from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
 from qsim.errors import ScenarioError
 from qsim.scenario import Scenario
 
-__all__ = ["SLO", "parse_slo", "plan"]
+__all__ = ["SLO", "parse_slo", "plan", "PlanResult", "AUTO_START", "AUTO_STEP", "AUTO_MAX", "DEFAULT_METRICS"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
                                                    ">": operator.gt}
 _SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|<|>)\s*(?P<value>\S+)\s*$")
-_STATS = ("mean", "p50", "p95", "p99", "max")
+
+#: ``replications="auto"``: runs per point to start with, runs added per round, and the most per point.
+AUTO_START, AUTO_STEP, AUTO_MAX = 5, 5, 40
+#: Metrics every point reports (with their intervals) besides those of the SLOs.
+DEFAULT_METRICS = ("mean_wait", "p95_wait", "p99_wait", "p95_latency", "throughput", "utilization")
 
 
 @dataclass(frozen=True)
@@ -41,20 +79,34 @@ class SLO:
     value: float
     job_type: str | None = None
 
+    @property
+    def target(self) -> Metric:
+        """The metric this objective is about."""
+        return Metric(self.metric, self.job_type)
+
+    @property
+    def upper(self) -> bool:
+        """True for ``<=``/``<``: the interval's upper bound must meet it."""
+        return self.op in ("<=", "<")
+
     def measure(self, summary: Mapping[str, Any]) -> float | None:
         """The metric's value in a Summary (None when undefined)."""
-        if self.metric in ("throughput", "utilization"):
-            return float(summary[self.metric])
-        if self.metric in ("dead", "lost"):
-            return float(summary["jobs"][self.metric])
-        stat, field = self.metric.split("_", 1)
-        scope = summary["by_type"].get(self.job_type, {}) if self.job_type else summary
-        value = scope.get(field, {}).get(stat)
-        return None if value is None else float(value)
+        return self.target.measure(summary)
 
     def met(self, summary: Mapping[str, Any]) -> bool:
+        """Whether one Summary meets it."""
         value = self.measure(summary)
         return value is not None and _OPS[self.op](value, self.value)
+
+    def check(self, est: Estimate) -> str:
+        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring)."""
+        bound = est.bound(self.upper)
+        if bound is None:
+            return "failed"
+        if _OPS[self.op](bound, self.value):
+            return "met"
+        other = est.bound(not self.upper)
+        return "undecided" if other is not None and _OPS[self.op](other, self.value) else "failed"
 
     def __str__(self) -> str:
         scope = f"[{self.job_type}]" if self.job_type else ""
@@ -64,26 +116,143 @@ class SLO:
 def parse_slo(text: str) -> SLO:
     """Parse ``p95_wait<=2`` (see the module docstring for the metrics)."""
     m = _SLO.match(text)
-    metrics = [f"{s}_{f}" for f in ("wait", "latency") for s in _STATS] + ["throughput", "utilization", "dead", "lost"]
     if not m:
         raise ScenarioError(f"--slo must look like p95_wait<=2, got {text!r}")
-    if m["metric"] not in metrics:
-        raise ScenarioError(f"--slo metric must be one of {', '.join(metrics)}, got {m['metric']!r}")
+    if m["metric"] not in METRICS:
+        raise ScenarioError(f"--slo metric must be one of {', '.join(METRICS)}, got {m['metric']!r}")
     if m["type"] and m["metric"] in ("throughput", "utilization", "dead", "lost"):
         raise ScenarioError(f"--slo {m['metric']} has no per-type value: {text!r}")
     try:
         value = float(m["value"])
     except ValueError:
         raise ScenarioError(f"--slo value must be a number, got {m['value']!r}") from None
+    if not math.isfinite(value):
+        raise ScenarioError(f"--slo value must be a finite number, got {m['value']!r}")
     return SLO(metric=m["metric"], op=m["op"], value=value, job_type=m["type"])
 
 
-def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[Any]], *, seed: int | None = None,
-         max_jobs: int | None = None, processes: int | None = None,
-         progress: Callable[[float], None] | None = None) -> dict[str, Any]:
-    """Sweep ``vary`` and recommend the first point meeting every SLO.
+@dataclass
+class _Point:
+    """What is known of one point: its runs, estimates, checks and verdict."""
 
-    Returns ``{"slo": [...], "points": [{"params", "summary", "meets_slo"}], "recommended": params | None}``.
+    params: dict[str, Any]
+    runs: list[RunResult] = field(default_factory=list)
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)
+    run_length: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def meets(self) -> bool:
+        return not self.run_length.get("unstable") and all(c == "met" for c in self.checks.values())
+
+    @property
+    def decided(self) -> bool:
+        checks = self.checks.values()
+        return bool(self.run_length.get("unstable")) or "failed" in checks or all(c == "met" for c in checks)
+
+
+class _Evaluator:
+    """Runs points (with their replications) on a runner and remembers them."""
+
+    def __init__(self, scenario: Scenario, slos: Sequence[SLO], paths: Sequence[str], runner: Runner, *, seed: int,
+                 max_jobs: int | None, replications: int | str, confidence: float,
+                 progress: Callable[[float], None] | None) -> None:
+        self.scenario, self.slos, self.paths, self.runner = scenario, list(slos), list(paths), runner
+        self.seed, self.max_jobs, self.confidence, self.progress = seed, max_jobs, confidence, progress
+        self.auto = replications == "auto"
+        self.start = AUTO_START if self.auto else int(replications)
+        targets = [s.target for s in slos] + [Metric(m) for m in DEFAULT_METRICS]
+        self.metrics = list(dict.fromkeys(targets))  # SLO metrics first, no repeats
+        self.points: dict[Key, _Point] = {}
+        self.runs_done = 0
+        self.runs_expected = 0
+
+    def expect(self, points: int) -> None:
+        """Tell the progress estimate how many more points are coming."""
+        self.runs_expected += points * self.start
+
+    def __call__(self, batch: list[dict[str, Any]]) -> list[bool]:
+        """Run the new points of ``batch`` (and, with auto replications, more runs where undecided)."""
+        fresh = {point_key(p, self.paths): _Point(dict(p)) for p in batch if point_key(p, self.paths) not in self.points}
+        self.points.update(fresh)
+        new = list(fresh.values())
+        self._add_runs(new, self.start)
+        while self.auto:
+            open_points = [p for p in new if not p.decided and len(p.runs) < AUTO_MAX]
+            if not open_points:
+                break
+            self.runs_expected += len(open_points) * AUTO_STEP
+            self._add_runs(open_points, min(AUTO_STEP, AUTO_MAX - max(len(p.runs) for p in open_points)))
+        return [self.points[point_key(p, self.paths)].meets for p in batch]
+
+    def _add_runs(self, points: list[_Point], count: int) -> None:
+        if not points or count < 1:
+            return
+        start = len(points[0].runs)  # points of one call always have the same number of runs
+        seeds = replication_seeds(self.seed, count, start=start)
+        base = self.runs_done
+
+        def done(k: int) -> None:
+            self.runs_done = base + k
+            if self.progress:
+                self.progress(min(self.runs_done / max(self.runs_expected, 1), 0.99))
+
+        results = run_points(self.runner, self.scenario, [p.params for p in points], seeds,
+                             max_jobs=self.max_jobs, first_part=True, done=done)
+        for p, runs in zip(points, results):
+            p.runs.extend(runs)
+            self._assess(p)
+
+    def _assess(self, p: _Point) -> None:
+        summaries = [r["summary"] for r in p.runs]
+        p.estimates = {m.key: estimate([m.measure(s) for s in summaries], self.confidence, bounds=m.bounds)
+                       for m in self.metrics}
+        p.checks = {str(slo): slo.check(p.estimates[slo.target.key]) for slo in self.slos}
+        p.run_length = diagnose(p.runs, self.metrics, self.confidence)
+
+
+def _replications(value: int | str) -> int | str:
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ScenarioError(f"--replications must be a whole number >= 1 or auto, got {value!r}")
+    return value
+
+
+def _check_vary(scenario: Scenario, vary: Mapping[str, Sequence[Any]]) -> None:
+    if not vary:
+        raise ScenarioError("plan needs at least one --vary")
+    first = {path: values[0] for path, values in vary.items() if values}
+    for path, values in vary.items():
+        if not values:
+            raise ScenarioError(f"--vary {path}: no values")
+        for value in dict.fromkeys(values):  # every value once, the other paths at their first
+            with_params(scenario, {**first, path: value})
+
+
+def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[Any]], *, seed: int | None = None,
+         max_jobs: int | None = None, processes: int | None = None, replications: int | str = 1,
+         confidence: float = 0.95, search: str = "grid", minimize: str | Cost | None = None, client: Any = None,
+         progress: Callable[[float], None] | None = None) -> PlanResult:
+    """Find the cheapest point of ``vary`` that meets every SLO (see the module docstring).
+
+    Args:
+        scenario: the system to size; ``vary`` maps dotted paths (``pools.p.concurrency``) to values.
+        slos: the objectives (:func:`parse_slo`).
+        seed: replication ``r`` uses ``seed + r`` (default: the scenario's seed).
+        max_jobs: stop arrivals after this many jobs in each run.
+        processes: local process pool size (default: every core; 1 runs here).
+        replications: runs per point, or ``"auto"`` (sequential, see :data:`AUTO_MAX`).
+        confidence: of the intervals (two-sided).
+        search: ``"grid"`` (every point) or ``"auto"`` (bisection where a parameter is monotone).
+        minimize: a cost expression over the varied parameters, e.g. ``"workers*concurrency"``.
+        client: a ``distributed.Client``: the runs go to its Dask cluster instead of the local pool.
+        progress: called with the fraction done (an estimate while replications or bisection adapt).
+
+    Returns:
+        A :class:`PlanResult` (a dict): ``{"slo", "points": [{"params", "summary", "meets_slo",
+        "replications", "ci", "metrics", "checks", "run_length", "warnings"[, "cost"]}],
+        "recommended": params | None, "next": [params], ...}``. ``summary`` is the mean run.
     """
     if not slos:
         raise ScenarioError("plan needs at least one --slo")
@@ -91,9 +260,57 @@ def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[An
     for slo in slos:
         if slo.job_type and slo.job_type not in names:
             raise ScenarioError(f"--slo {slo}: no job type {slo.job_type!r} (defined: {', '.join(sorted(names))})")
-    points = sweep(scenario, vary, seed=seed, max_jobs=max_jobs, processes=processes, progress=progress)
-    for p in points:
-        p["meets_slo"] = all(slo.met(p["summary"]) for slo in slos)
-    ordered = sorted(points, key=lambda p: tuple(p["params"][k] for k in vary))
-    best = next((p["params"] for p in ordered if p["meets_slo"]), None)
-    return {"slo": [str(s) for s in slos], "points": points, "recommended": best}
+    replications = _replications(replications)
+    if not 0.0 < confidence < 1.0:
+        raise ScenarioError(f"--confidence must be between 0 and 1, got {confidence!r}")
+    if search not in ("grid", "auto"):
+        raise ScenarioError(f"--search must be grid or auto, got {search!r}")
+    _check_vary(scenario, vary)
+    paths = list(vary)
+    cost = parse_cost(minimize, paths, scenario) if isinstance(minimize, str) else minimize
+    axis = choose_axis(vary) if search == "auto" else None
+    points = grid(vary)
+    if cost is not None:
+        for params in points:  # an expression undefined somewhere fails now, not after the runs
+            cost(params)
+    started = time.monotonic()
+    with make_runner(processes=processes, client=client) as runner:
+        evaluate = _Evaluator(scenario, slos, paths, runner, seed=scenario.seed if seed is None else seed,
+                              max_jobs=max_jobs, replications=replications, confidence=confidence,
+                              progress=progress)
+        lines = len(points) // len(vary[axis]) if axis else len(points)
+        evaluate.expect(lines * (2 + math.ceil(math.log2(len(set(vary[axis]))))) if axis else len(points))
+        best, _ = recommend(vary, evaluate, axis=axis, cost=cost, want=3 if cost is not None else 1)
+    if progress:
+        progress(1.0)
+    simulated = [evaluate.points[point_key(p, paths)] for p in points if point_key(p, paths) in evaluate.points]
+    return PlanResult({
+        "slo": [str(s) for s in slos],
+        "vary": {path: list(values) for path, values in vary.items()},
+        "replications": replications,
+        "confidence": confidence,
+        "minimize": cost.text if cost is not None else None,
+        "search": {"method": "grid" if axis is None else "bisection", "axis": axis, "grid_points": len(points),
+                   "points_simulated": len(simulated), "runs": evaluate.runs_done,
+                   "seconds": round(time.monotonic() - started, 3)},
+        "points": [_row(p, cost) for p in simulated],
+        "recommended": best[0] if best else None,
+        "next": best[1:],
+    })
+
+
+def _row(p: _Point, cost: Cost | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "params": p.params,
+        "summary": mean_summary([r["summary"] for r in p.runs]),
+        "meets_slo": p.meets,
+        "replications": len(p.runs),
+        "ci": {key: est.ci for key, est in p.estimates.items()},
+        "metrics": {key: est.to_dict() for key, est in p.estimates.items()},
+        "checks": dict(p.checks),
+        "run_length": {k: v for k, v in p.run_length.items() if k != "warnings"},
+        "warnings": list(p.run_length.get("warnings", [])),
+    }
+    if cost is not None:
+        row["cost"] = cost(p.params)
+    return row

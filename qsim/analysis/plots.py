@@ -6,10 +6,15 @@ as the last expression of a cell, the CLI saves it with ``fig.savefig``.
 
 - :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time`,
   :func:`service_time_tail` and :func:`drain_times` read one run's records;
+  :func:`starts_over_time` reads the attempts of one run or several side by side;
 - :func:`sweep_metric` and :func:`model_vs_theory` read the points of
   :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
-  the table behind :func:`model_vs_theory`.
+  the table behind :func:`model_vs_theory`; :func:`plan_plot` draws a plan's
+  points with their confidence intervals (``qsim plan --plot``).
+
+:func:`set_notebook_dpi` is the one function that changes global state (matplotlib's
+``figure.dpi``), on request: notebooks call it once so their committed PNGs stay small.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -30,10 +36,25 @@ from qsim.errors import TheoryNotApplicable
 from qsim.scenario import Scenario
 
 __all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
-           "sweep_metric", "model_theory_table", "model_vs_theory"]
+           "starts_over_time", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
+           "NOTEBOOK_DPI", "set_notebook_dpi"]
 
 Point = Mapping[str, Any]
 _METRIC = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*$")
+
+#: Dots per inch of notebook figures: a 9 x 4 in figure is a 720 x 320 px PNG of a few tens of KB.
+NOTEBOOK_DPI = 80
+
+
+def set_notebook_dpi(dpi: float = NOTEBOOK_DPI) -> None:
+    """Draw the figures made from now on at ``dpi`` dots per inch (matplotlib's ``figure.dpi``).
+
+    Notebooks call it once in their first cell, so the PNGs committed with their
+    outputs stay small; an inline figure is saved at its own dpi.
+    """
+    if not dpi > 0:
+        raise ValueError(f"dpi must be > 0, got {dpi}")
+    matplotlib.rcParams["figure.dpi"] = dpi
 
 
 def queue_depth(timeseries: pd.DataFrame, *, title: str = "Queue depth") -> Figure:
@@ -181,6 +202,47 @@ def drain_times(drains: pd.DataFrame, *, grace: Sequence[float] = (), quantile: 
     return fig
 
 
+def starts_over_time(attempts: pd.DataFrame | Mapping[str, pd.DataFrame], *, width: float = 1.0,
+                     until: float | None = None, title: str = "Attempts started per second") -> Figure:
+    """Attempts started per second in windows of ``width`` s: first attempts and retries, stacked.
+
+    ``attempts`` is one run's ``records.attempts`` (columns ``attempt``, ``start``),
+    or a mapping of labels to such tables: one panel per run, on shared axes, to
+    compare runs. Retries that come back together show as spikes (a thundering
+    herd), spread ones as a low band. Each panel's legend gives its peak retry
+    rate. ``until`` ends the time axis (default: the last start).
+    """
+    if not width > 0:
+        raise ValueError(f"width must be > 0, got {width}")
+    runs = {"": attempts} if isinstance(attempts, pd.DataFrame) else dict(attempts)
+    if not runs:
+        raise ValueError("attempts must be a table or a non-empty mapping of tables")
+    if until is None:
+        last = max((float(a["start"].max()) for a in runs.values() if len(a)), default=0.0)
+        bins = int(last // width) + 1
+    else:
+        bins = max(1, math.ceil(until / width))
+    edges = np.arange(bins + 1) * width
+    fig = Figure(figsize=(9, 1.2 + 2.0 * len(runs)))
+    axes = fig.subplots(len(runs), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    for ax, (label, frame) in zip(axes, runs.items()):
+        start = frame["start"].to_numpy(float)
+        retry = frame["attempt"].to_numpy() > 1
+        first = np.histogram(start[~retry], bins=edges)[0] / width
+        both = first + np.histogram(start[retry], bins=edges)[0] / width
+        peak = float((both - first).max())
+        ax.stairs(first, edges, fill=True, alpha=0.6, label="first attempts")
+        ax.stairs(both, edges, baseline=first, fill=True, alpha=0.8, label=f"retries (peak {peak:.0f}/s)")
+        ax.set_ylabel("starts/s")
+        ax.set_title(label, fontsize="medium", loc="left")
+        ax.legend(loc="upper right", fontsize="small")
+    axes[-1].set_xlabel(f"time (s), windows of {width:g} s")
+    axes[-1].set_xlim(0, edges[-1])
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def _metric(metric: str) -> SLO:
     m = _METRIC.match(metric)
     if not m:
@@ -304,12 +366,14 @@ def model_theory_table(scenario: Scenario, points: Sequence[Point], *, what: str
 
 
 def model_vs_theory(table: pd.DataFrame, x: str, *, stats: Sequence[str] = ("mean", "p95", "p99"),
-                    what: str = "wait", xlabel: str | None = None, yscale: str = "linear",
-                    title: str | None = None) -> Figure:
+                    what: str = "wait", xlabel: str | None = None, ylabel: str | None = None,
+                    yscale: str = "linear", title: str | None = None) -> Figure:
     """The model's measurement (dots) and the closed form (line) of each stat, over ``x``.
 
-    ``table`` is :func:`model_theory_table`'s output; ``x`` one of its columns
-    (a varied parameter). Points without a closed form show the model only.
+    ``table`` is :func:`model_theory_table`'s output, or any table with the
+    columns ``x``, ``model_<stat>`` and ``theory_<stat>`` (e.g. attempts per job
+    against a closed form: give ``ylabel``, default ``"<what> (s)"``). Points
+    without a closed form show the model only.
     """
     for col in [x] + [f"{side}_{s}" for s in stats for side in ("model", "theory")]:
         if col not in table.columns:
@@ -324,8 +388,82 @@ def model_vs_theory(table: pd.DataFrame, x: str, *, stats: Sequence[str] = ("mea
     if yscale != "log":
         ax.set_ylim(bottom=0)
     ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(f"{what} (s)")
+    ax.set_ylabel(ylabel or f"{what} (s)")
     ax.set_title(title or f"{what}: model vs closed form")
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | None = None,
+              xlabel: str | None = None, yscale: str = "symlog", title: str | None = None) -> Figure:
+    """A plan's points: ``metric`` per point with its confidence interval, the SLO, the recommendation.
+
+    Args:
+        result: :func:`~qsim.analysis.plan.plan`'s result (or its JSON).
+        metric: a metric key of the points (``p95_wait``, ``p95_wait[cut]``...); default: the first SLO's.
+        x: the varied path on the x axis (default: the bisection axis, else the path with the most values);
+            one line per value of the other varied paths.
+        yscale: ``symlog`` (default: linear below 0.1, for the waits of overloaded points that dwarf the
+            rest), ``linear`` or ``log``.
+
+    A point that meets every SLO is filled, one that does not is hollow, an
+    unstable one (still trending, :mod:`qsim.analysis.runlength`) is a cross;
+    error bars span the interval (none with one replication); the star is the
+    recommendation.
+    """
+    slos = [parse_slo(s) for s in result.get("slo", [])]
+    key = metric or (slos[0].target.key if slos else "p95_wait")
+    _metric(key)
+    paths = list(result.get("vary") or (result["points"][0]["params"] if result["points"] else {}))
+    vary = result.get("vary") or {}
+    widest = max(reversed(paths), key=lambda q: len(set(vary.get(q, ()))), default=None)
+    axis = x or (result.get("search") or {}).get("axis") or widest
+    if axis is None or axis not in paths:
+        raise ValueError(f"x must be one of the varied paths {paths}, got {axis!r}")
+    others = [p for p in paths if p != axis]
+    best = result.get("recommended")
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    groups: dict[tuple[Any, ...], list[Point]] = {}
+    for p in result["points"]:
+        groups.setdefault(tuple(p["params"][o] for o in others), []).append(p)
+    for line_key in sorted(groups, key=lambda k: tuple(_order(v) for v in k)):
+        rows = sorted(groups[line_key], key=lambda p: _order(p["params"][axis]))
+        rows = [p for p in rows if (p.get("metrics", {}).get(key) or {}).get("mean") is not None]
+        if not rows:
+            continue
+        xs = [p["params"][axis] for p in rows]
+        stats = [p["metrics"][key] for p in rows]
+        ys = [s["mean"] for s in stats]
+        label = ", ".join(f"{o.rsplit('.', 1)[-1]} = {v}" for o, v in zip(others, line_key)) or key
+        line: Any = ax.plot(xs, ys, linewidth=1, label=label)[0]
+        color = line.get_color()
+        lows = [s["mean"] - s["ci"][0] if s.get("ci") else 0.0 for s in stats]
+        highs = [s["ci"][1] - s["mean"] if s.get("ci") else 0.0 for s in stats]
+        ax.errorbar(xs, ys, yerr=[lows, highs], fmt="none", ecolor=color, capsize=3, linewidth=1)
+        for xv, yv, p in zip(xs, ys, rows):
+            if p.get("run_length", {}).get("unstable"):
+                ax.plot([xv], [yv], "x", color=color)
+            else:
+                ax.plot([xv], [yv], "o", color=color, markerfacecolor=color if p["meets_slo"] else "none")
+            if best is not None and all(p["params"].get(k) == v for k, v in best.items()):
+                ax.plot([xv], [yv], "*", color="black", markersize=15, zorder=5, label="recommended: " + ", ".join(
+                    f"{k.rsplit('.', 1)[-1]} = {v}" for k, v in best.items()))
+    for slo in slos:
+        if slo.target.key == key:
+            ax.axhline(slo.value, color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
+    if yscale == "symlog":
+        ax.set_yscale("symlog", linthresh=0.1)
+    else:
+        ax.set_yscale(yscale)
+    if yscale != "log":
+        ax.set_ylim(bottom=0)
+    reps = result.get("replications", 1)
+    conf = result.get("confidence", 0.95)
+    ax.set_xlabel(xlabel or axis)
+    ax.set_ylabel(key + (" (s)" if key.split("[", 1)[0].endswith(("_wait", "_latency")) else ""))
+    ax.set_title(title or f"{key} per point ({reps} replications, {conf:.0%} intervals)")
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     return fig

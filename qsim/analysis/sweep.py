@@ -19,14 +19,14 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from qsim.analysis.runner import RunResult, Runner, Task, make_runner
+from qsim.analysis.stats import mean_summary
 from qsim.errors import ScenarioError
-from qsim.model import simulate
 from qsim.scenario import Scenario
 
-__all__ = ["with_params", "grid", "sweep", "parse_values"]
+__all__ = ["with_params", "param_value", "grid", "sweep", "parse_values", "replication_seeds", "run_points"]
 
 _COLLECTIONS = {"pools", "queues", "jobs"}
 _INTEGER_FIELDS = {"workers", "concurrency", "concurrency_limit", "attempts", "max", "count", "size", "seed",
@@ -69,6 +69,24 @@ def with_params(scenario: Scenario, params: Mapping[str, Any]) -> Scenario:
     return scenario
 
 
+def param_value(scenario: Scenario, path: str) -> Any:
+    """The value at a dotted path of ``scenario`` (as :func:`with_params` names them)."""
+    parts = path.split(".")
+    obj: Any = scenario
+    if parts[0] in _COLLECTIONS:
+        if len(parts) < 3:
+            raise ScenarioError(f"{path}: expected {parts[0]}.<name>.<field>")
+        items = {item.name: item for item in getattr(scenario, parts[0])}
+        if parts[1] not in items:
+            raise ScenarioError(f"{path}: no {parts[0][:-1]} named {parts[1]!r} (defined: {', '.join(items)})")
+        obj, parts = items[parts[1]], parts[2:]
+    for name in parts:
+        if not dataclasses.is_dataclass(obj) or name not in {f.name for f in dataclasses.fields(obj)}:
+            raise ScenarioError(f"{path}: {type(obj).__name__} has no field {name!r}")
+        obj = getattr(obj, name)
+    return obj
+
+
 def _check_values(scenario: Scenario, params: Mapping[str, Any]) -> None:
     for path, value in params.items():
         field = path.rsplit(".", 1)[-1]
@@ -109,37 +127,66 @@ def grid(vary: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(paths, combo)) for combo in itertools.product(*(vary[p] for p in paths))]
 
 
-def _point(args: tuple[Scenario, dict[str, Any], int | None, int | None]) -> dict[str, Any]:
-    scenario, params, seed, max_jobs = args
-    # only the Summary comes back: a record-less run (streamed statistics, flat memory)
-    return simulate(with_params(scenario, params), seed=seed, max_jobs=max_jobs, records=False).summary
+def replication_seeds(seed: int, replications: int, *, start: int = 0) -> list[int]:
+    """The seeds of replications ``start .. start+replications-1``: replication ``r`` runs with ``seed + r``.
+
+    Every point of a sweep uses the same seeds (common random numbers): replication
+    ``r`` of one point sees the same arrivals and service draws as replication ``r`` of
+    any other, so differences between points are differences of the setting, not luck.
+    The model keys its random streams by (seed, job type, purpose) through NumPy's
+    ``SeedSequence``, so consecutive seeds give independent streams.
+    """
+    return [seed + r for r in range(start, start + replications)]
+
+
+def run_points(runner: Runner, scenario: Scenario, points: Sequence[Mapping[str, Any]], seeds: Sequence[int], *,
+               max_jobs: int | None = None, first_part: bool = False,
+               done: Callable[[int], None] | None = None) -> list[list[RunResult]]:
+    """Run every point with every seed on ``runner``; ``[point][seed]`` results.
+
+    Only the point's scenario (its values set) and a seed travel to the runner.
+    """
+    tasks = [Task(with_params(scenario, params), seed, max_jobs, first_part) for params in points for seed in seeds]
+    flat = runner.map(tasks, done)
+    k = len(seeds)
+    return [flat[i * k:(i + 1) * k] for i in range(len(points))]
 
 
 def sweep(scenario: Scenario, vary: Mapping[str, Sequence[Any]], *, seed: int | None = None,
-          max_jobs: int | None = None, processes: int | None = None,
+          max_jobs: int | None = None, processes: int | None = None, replications: int = 1, client: Any = None,
           progress: Callable[[float], None] | None = None) -> list[dict[str, Any]]:
     """Simulate every combination of ``vary``; returns ``[{"params", "summary"}]`` in grid order.
 
     Points run in a process pool of ``processes`` workers (default: every core);
-    ``processes=1`` runs them here, one after the other. Each point runs with
+    ``processes=1`` runs them here, one after the other; with a Dask ``client``
+    (``distributed.Client``) they run on its cluster instead (only the scenario and
+    a seed travel, only the Summary comes back). Each point runs with
     ``records=False`` (see :func:`qsim.model.simulate`): its p50/p95/p99 are within
     :data:`qsim.summary.STREAM_REL_ERROR` of a recorded run's.
+
+    With ``replications=R > 1`` each point runs with seeds ``seed .. seed+R-1`` (the
+    same at every point, see :func:`replication_seeds`); ``summary`` is then the mean
+    run (:func:`~qsim.analysis.stats.mean_summary`) and ``runs`` the R Summaries.
     """
+    if replications < 1:
+        raise ValueError(f"replications must be >= 1, got {replications}")
     points = grid(vary)
     for params in points:  # refuse bad paths before starting any process
         with_params(scenario, params)
-    jobs = [(scenario, params, seed, max_jobs) for params in points]
-    workers = processes or os.cpu_count() or 1
-    summaries: list[dict[str, Any]] = []
-    if workers == 1 or len(jobs) == 1:
-        for i, job in enumerate(jobs):
-            summaries.append(_point(job))
-            if progress:
-                progress((i + 1) / len(jobs))
-    else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            for i, summary in enumerate(pool.map(_point, jobs)):
-                summaries.append(summary)
-                if progress:
-                    progress((i + 1) / len(jobs))
-    return [{"params": params, "summary": summary} for params, summary in zip(points, summaries)]
+    seeds = replication_seeds(scenario.seed if seed is None else seed, replications)
+    total = len(points) * len(seeds)
+
+    def done(k: int) -> None:
+        if progress:
+            progress(k / total)
+
+    with make_runner(processes=min(processes or os.cpu_count() or 1, total), client=client) as runner:
+        results = run_points(runner, scenario, points, seeds, max_jobs=max_jobs, done=done)
+    rows: list[dict[str, Any]] = []
+    for params, runs in zip(points, results):
+        summaries = [r["summary"] for r in runs]
+        row: dict[str, Any] = {"params": params, "summary": summaries[0] if len(runs) == 1 else mean_summary(summaries)}
+        if len(runs) > 1:
+            row["runs"] = summaries
+        rows.append(row)
+    return rows

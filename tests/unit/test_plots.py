@@ -190,3 +190,91 @@ def test_drain_times_reads_the_models_drains() -> None:
     drains = simulate(scenario).records.extra["drains"]
     fig = plots.drain_times(drains, grace=(5.0,))
     assert "n=2" in labels(fig)[0]
+
+
+def test_plan_plot_draws_intervals_the_slo_and_the_recommendation() -> None:
+    # Given a plan over workers x concurrency with 3 replications (the overloaded points flagged)
+    from qsim.analysis.plan import plan
+
+    result = plan(mmc(), [parse_slo("p95_wait<=1")], {"pools.p.workers": [1, 2], "pools.p.concurrency": [1, 2, 3]},
+                  replications=3, processes=1)
+    # When it is plotted
+    fig = plots.plan_plot(result)
+    ax = fig.axes[0]
+    # Then x is the path with the most values, one line per workers value, the SLO line and the star
+    assert ax.get_xlabel() == "pools.p.concurrency"
+    assert labels(fig)[:2] == ["workers = 1", "workers = 2"]
+    assert "SLO p95_wait<=1" in labels(fig)
+    best = result["recommended"]
+    assert best is not None and any(t.startswith("recommended: workers = ") for t in labels(fig))
+    # error bars span each point's interval
+    bars = [c for c in ax.collections if c.get_segments()]
+    spans = sorted(round(float(seg[1][1] - seg[0][1]), 6) for c in bars for seg in c.get_segments())
+    expected = sorted(round(p["ci"]["p95_wait"][1] - p["ci"]["p95_wait"][0], 6) for p in result["points"])
+    assert spans == expected
+    assert "3 replications" in ax.get_title()
+    with pytest.raises(ValueError, match="x must be one of the varied paths"):
+        plots.plan_plot(result, x="pools.p.speed")
+    # a metric other than the SLO's has no SLO line
+    assert not any(t.startswith("SLO") for t in labels(plots.plan_plot(result, metric="utilization")))
+
+
+def test_starts_over_time_stacks_retries_on_first_attempts_per_window() -> None:
+    # Given a run whose 4 jobs start at once, 3 retry together 2 s later and 1 retries again at 4.5 s
+    attempts = pd.DataFrame({"attempt": [1, 1, 1, 1, 2, 2, 2, 3],
+                             "start": [0.1, 0.2, 0.3, 0.4, 2.1, 2.2, 2.3, 4.5]})
+    # When the starts are counted in half-second windows
+    fig = plots.starts_over_time(attempts, width=0.5)
+    # Then the first attempts and the retries are two bands, in starts per second, with the peak retry rate
+    (ax,) = fig.axes
+    first, retries = ax.patches
+    assert labels(fig) == ["first attempts", "retries (peak 6/s)"]
+    assert list(first.get_data().values) == [8.0] + [0.0] * 9
+    assert list(retries.get_data().values) == [8.0, 0.0, 0.0, 0.0, 6.0] + [0.0] * 4 + [2.0]
+    assert list(retries.get_data().baseline) == list(first.get_data().values)
+    assert ax.get_xlim() == (0.0, 5.0)
+    with pytest.raises(ValueError, match="width"):
+        plots.starts_over_time(attempts, width=0)
+
+
+def test_starts_over_time_compares_runs_in_panels_on_shared_axes() -> None:
+    # Given two runs of a scenario with retries: fixed backoff and full jitter
+    def retrying(jitter: float) -> Scenario:
+        return Scenario.from_dict({
+            "name": "retry", "seed": 4, "duration": 10.0,
+            "queues": [{"name": "q"}],
+            "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "burst", "rate": 20.0, "size": 200},
+                      "service": {"kind": "constant", "mean": 0.01}, "fail_prob": 0.9, "attempts": 3,
+                      "backoff": {"kind": "fixed", "delay": 2.0, "jitter": jitter}}],
+            "pools": [{"name": "p", "queues": ["q"], "workers": 1, "concurrency": 10}],
+        })
+    runs = {f"jitter {j:g}": simulate(retrying(j)).records.attempts for j in (0.0, 1.0)}
+    # When they are drawn side by side
+    fig = plots.starts_over_time(runs, width=0.5, until=8.0)
+    # Then there is one panel per run, titled by its label, and the synchronized retries peak higher
+    assert [ax.get_title(loc="left") for ax in fig.axes] == ["jitter 0", "jitter 1"]
+    assert fig.axes[0].get_shared_y_axes().joined(fig.axes[0], fig.axes[1])
+    peaks = [float(t.get_text().split("peak ")[1].split("/s")[0])
+             for ax in fig.axes for t in ax.get_legend().get_texts() if t.get_text().startswith("retries")]
+    assert peaks[0] > 2 * peaks[1]
+    assert fig.axes[1].get_xlim() == (0.0, 8.0)
+
+
+def test_model_vs_theory_takes_any_stat_and_a_ylabel() -> None:
+    table = pd.DataFrame({"p": [0.0, 0.5], "model_attempts": [1.0, 1.74], "theory_attempts": [1.0, 1.75]})
+    fig = plots.model_vs_theory(table, "p", stats=("attempts",), ylabel="attempts per job")
+    assert fig.axes[0].get_ylabel() == "attempts per job"
+    assert labels(fig) == ["theory attempts", "model attempts"]
+
+
+def test_set_notebook_dpi_sets_the_dpi_of_figures_made_afterwards() -> None:
+    import matplotlib
+
+    with matplotlib.rc_context():
+        plots.set_notebook_dpi()
+        attempts = pd.DataFrame({"attempt": [1, 2], "start": [0.0, 1.0]})
+        assert plots.starts_over_time(attempts).dpi == plots.NOTEBOOK_DPI
+        plots.set_notebook_dpi(50)
+        assert plots.starts_over_time(attempts).dpi == 50
+        with pytest.raises(ValueError, match="dpi"):
+            plots.set_notebook_dpi(0)
