@@ -107,15 +107,17 @@ def fit_pools(runs: pd.DataFrame, queues: list[str]) -> list[PoolFit]:
     known = runs[runs["worker"] != ""]
     served: set[str] = set()
     if len(known):
-        by_worker = known.groupby("worker", sort=True)
-        qsets = by_worker["queue"].agg(lambda s: tuple(sorted(set(s))))
-        for qset, ids in qsets.groupby(qsets, sort=True):
-            wids = [str(w) for w in ids.index]
+        queues_of: dict[str, tuple[str, ...]] = {str(w): tuple(sorted(set(g)))
+                                                 for w, g in known.groupby("worker", sort=True)["queue"]}
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for w, qs in queues_of.items():
+            groups.setdefault(qs, []).append(w)
+        for qset, wids in sorted(groups.items()):
             mine = known[known["worker"].isin(wids)]
             spans = mine.groupby("worker").agg(first=("start", "min"), last=("end", "max"))
             workers = max(1, max_overlap(spans["first"].to_numpy(), spans["last"].to_numpy()))
             conc = max(max_overlap(g["start"].to_numpy(), g["end"].to_numpy()) for _, g in mine.groupby("worker"))
-            pools.append(PoolFit(name=_name(wids, taken), queues=tuple(qset), workers=workers,
+            pools.append(PoolFit(name=_name(wids, taken), queues=qset, workers=workers,
                                  concurrency=max(1, conc), worker_ids=len(wids), runs=len(mine)))
             served.update(qset)
     rest = [q for q in queues if q not in served]

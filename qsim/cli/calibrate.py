@@ -93,6 +93,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         overhead = _probe(args) if args.probe else None
         if args.source is None:
+            assert overhead is not None  # _check: --probe without --from
             if args.json:
                 print_json({"overhead": overhead.as_dict()})
             else:
