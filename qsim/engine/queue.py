@@ -8,6 +8,7 @@ differ in how they send them, so every operation is written once.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -112,14 +113,14 @@ class QueueCore:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
             raise ValueError(f"priority must be an int in [0, {MAX_PRIORITY}], got {priority!r}")
-        if not isinstance(delay, (int, float)) or not delay >= 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < math.inf:
+            raise ValueError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ValueError(f"backoff must be a Backoff or None, got {backoff!r}")
-        if not isinstance(timeout, (int, float)) or not timeout >= 0:
-            raise ValueError(f"timeout must be >= 0 seconds (0 = none), got {timeout!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
+            raise ValueError(f"timeout must be a finite number of seconds >= 0 (0 = none), got {timeout!r}")
         if job_id is not None and (not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; ")):
             raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
         text = encode_payload(

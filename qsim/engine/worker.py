@@ -101,6 +101,19 @@ def _corrupt_fields(f: Fetched) -> str:
     return ", ".join(bad) + (" cannot be read" if bad else "")
 
 
+def _describe(e: BaseException) -> tuple[str, str]:
+    """``"Type: message"`` and the traceback of ``e``, even when its ``__str__`` or traceback break."""
+    try:
+        text = str(e)
+    except BaseException as x:  # noqa: BLE001 - an exception's __str__ may do anything
+        text = f"<str() failed: {type(x).__name__}>"
+    try:
+        tb = "".join(traceback.format_exception(e))
+    except BaseException as x:  # noqa: BLE001
+        tb = f"<the traceback could not be formatted: {type(x).__name__}>"
+    return f"{type(e).__name__}: {text}", tb
+
+
 class Worker:
     """Runs ``handler`` on the jobs of a queue, ``concurrency`` at a time.
 
@@ -325,6 +338,7 @@ class Worker:
         self._acks: list[tuple[Job, str, Any]] = []
         self._fails: list[tuple[Job, str, str, int, BaseException]] = []
         self._releases: list[Job] = []
+        self._cutting: set[asyncio.Future[None]] = set()  # handler tasks this worker cancels (shutdown cut-off)
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._force = asyncio.Event()
@@ -586,8 +600,11 @@ class Worker:
             rv = "null" if result is None else encode_payload(
                 result, what=f"job {job.id} return value", max_bytes=self.max_payload, warn_bytes=self.max_payload)
             self._acks.append((job, rv, result))
-        except asyncio.CancelledError:
-            self._releases.append(job)
+        except asyncio.CancelledError as e:
+            if asyncio.current_task() in self._cutting:
+                self._releases.append(job)  # cut off at shutdown: handed back, the attempt does not count
+            else:
+                self._failed(job, e)  # the handler's own CancelledError: a failed attempt like any error
         except WaitingForChildren:
             pass  # the park script took the job out of active: nothing to acknowledge
         except Exception as e:  # noqa: BLE001 - a handler may raise anything
@@ -605,15 +622,18 @@ class Worker:
             self._changed.set()
 
     def _failed(self, job: Job, e: BaseException) -> None:
-        f = self.redact_fields
-        err = scrub_text(f"{type(e).__name__}: {e}", job.data, f)[:2000]
-        tb = scrub_text("".join(traceback.format_exception(e)), job.data, f)[-20000:]
-        if isinstance(e, UnrecoverableError):
-            delay = -1
-        elif job.backoff is not None:
-            delay = int(job.backoff.delay_for(job.attempt, self._rng) * 1000)
-        else:
-            delay = 0
+        """Queue the failure of ``job``'s attempt; never raises (a failure not sent would leave the job to stall)."""
+        err, tb, delay = f"{type(e).__name__}: <the error could not be recorded>", "", 0
+        try:
+            text, tb = _describe(e)
+            err = scrub_text(text, job.data, self.redact_fields)[:2000]
+            tb = scrub_text(tb, job.data, self.redact_fields)[-20000:]
+            if isinstance(e, UnrecoverableError):
+                delay = -1
+            elif job.backoff is not None:
+                delay = int(job.backoff.delay_for(job.attempt, self._rng) * 1000)
+        except BaseException as x:  # noqa: BLE001 - record the attempt whatever went wrong
+            logger.error("job %s: recording its failure raised %s; recorded as %r", job.id, type(x).__name__, err)
         logger.warning("job %s (%s) attempt %s/%s failed: %s", job.id, job.name, job.attempt, job.max_attempts, err)
         self._fails.append((job, err, tb, delay, e))
 
@@ -688,6 +708,7 @@ class Worker:
             self._exit_code = EXIT_CUT_OFF
             logger.warning("cutting off %s jobs still running after %s s; handing them back", len(tasks), grace)
             for t in tasks:
+                self._cutting.add(t)
                 t.cancel()
             await asyncio.wait(tasks, timeout=5.0)
             for job, t in list(self._active.values()):
@@ -700,6 +721,7 @@ class Worker:
         """run() itself was cancelled: hand back what runs, best effort, quickly."""
         jobs = [j for j, _ in self._active.values()]
         for _, t in self._active.values():
+            self._cutting.add(t)
             t.cancel()
         if jobs:
             self._exit_code = EXIT_CUT_OFF

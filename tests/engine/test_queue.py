@@ -89,9 +89,12 @@ def test_payload_size_limits(redis_url: str, redis_client: redis.Redis, caplog: 
     [
         ({"priority": -1}, "priority must be an int in"),
         ({"attempts": 0}, "attempts must be an int >= 1, got 0"),
-        ({"delay": -2}, "delay must be >= 0 seconds, got -2"),
-        ({"timeout": -1}, "timeout must be >= 0"),
+        ({"delay": -2}, "delay must be a finite number of seconds >= 0, got -2"),
+        ({"timeout": -1}, "timeout must be a finite number of seconds >= 0"),
         ({"job_id": "a;b"}, "job_id must be"),
+        ({"delay": math.inf}, "delay must be a finite number of seconds >= 0, got inf"),
+        ({"timeout": math.inf}, "timeout must be a finite number of seconds >= 0"),
+        ({"timeout": math.nan}, "timeout must be a finite number of seconds >= 0"),
     ],
 )
 def test_bad_options_name_the_bad_value(queue: Queue, kwargs: dict[str, object], match: str) -> None:

@@ -18,6 +18,7 @@ Returns one code per job:
 A completed child of a flow is recorded on its parent (flow_lib).
 With a concurrency_limit and jobs waiting, the queue's marker (<base>marker) is pushed.
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -44,7 +45,7 @@ for i = 5, #ARGV, 3 do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1,
-      'log', (f[6] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';')
+      'log', qsim_log(f[6], (f[3] or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';'))
     redis.call('ZADD', KEYS[2], now_ms, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
     codes[#codes + 1] = 1

@@ -20,6 +20,7 @@ Returns one code per job:
   -1 lock lost: refused       -2 no such job
 A child of a flow that goes to the DLQ is recorded on its parent (flow_lib).
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -46,7 +47,7 @@ for i = 3, #ARGV, 5 do
     local err = ARGV[i + 2]
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
-      'log', (f[8] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',failed,' .. (f[4] or '') .. ';')
+      'log', qsim_log(f[8], (f[3] or now_s) .. ',' .. now_s .. ',failed,' .. (f[4] or '') .. ';'))
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,
       'error', err, 'attempt', made)
     if delay < 0 or made >= (tonumber(f[6]) or 1) then

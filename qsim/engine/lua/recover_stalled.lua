@@ -16,6 +16,7 @@ is refused) and its attempt is logged as "stalled"; a stall does not count
 as an attempt. Returns {requeued ids, dead ids}. A child of a flow that goes
 to the DLQ is recorded on its parent (flow_lib).
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -34,7 +35,7 @@ for _, id in ipairs(ids) do
     local stalled = (tonumber(f[4]) or 0) + 1
     redis.call('HDEL', jk, 'token')
     redis.call('HSET', jk, 'stalled', stalled,
-      'log', (f[6] or '') .. (f[2] or now_s) .. ',' .. now_s .. ',stalled,' .. (f[3] or '') .. ';')
+      'log', qsim_log(f[6], (f[2] or now_s) .. ',' .. now_s .. ',stalled,' .. (f[3] or '') .. ';'))
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'stalled', 'job', id, 'name', f[7] or '',
       'stalled', stalled)
     if stalled > max_stalled then

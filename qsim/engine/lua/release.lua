@@ -12,6 +12,7 @@ ARGV[3 + 2*i ..] per job: id, lock token
 The attempt is logged as "released" and does not count. Jobs whose token
 does not match are left alone. Returns the number of jobs released.
 ]]
+-- @include job_lib
 local t = redis.call('TIME')
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local prefix = ARGV[1]
@@ -25,7 +26,7 @@ for i = 3, #ARGV, 2 do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', jk, 'token')
     redis.call('HSET', jk, 'state', 'waiting',
-      'log', (f[6] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',released,' .. (f[4] or '') .. ';')
+      'log', qsim_log(f[6], (f[3] or now_s) .. ',' .. now_s .. ',released,' .. (f[4] or '') .. ';'))
     redis.call('ZADD', KEYS[2], (tonumber(f[5]) or 0) * 4294967296 + seq, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'released', 'job', id, 'name', f[7] or '')
     n = n + 1
