@@ -23,6 +23,13 @@ are done; ``children_values()`` lacks the dead child and
 ``children_failures()`` maps it to its error. A child is reported to its
 parent once: completing it later (``retry_dead``) records its value.
 
+Retrying from the DLQ (``retry_dead``): a retried child is outstanding again
+(its failure is taken off its parent: ``children_failures()`` and the
+parent's ``child_failed`` mark forget it). A retried parent waits in
+waiting-children again while any child is pending or a "fail" child is still
+dead, and runs once they are done: retry the dead child too, in any order
+(``qsim dlq retry --all`` retries both when they share a queue).
+
 Fan-out: a running handler adds children in one round trip and waits for
 them, reporting progress as they complete::
 

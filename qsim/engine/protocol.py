@@ -166,7 +166,8 @@ def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str]]) ->
 
 
 def retry_dead_call(k: QueueKeys, maxlen: int, ids: Sequence[str], limit: int = 1000) -> Call:
-    return Call("retry_dead", (k.dead, k.wait, k.events, k.marker, k.seq), (k.job_prefix, maxlen, limit, *ids))
+    return Call("retry_dead", (k.dead, k.wait, k.events, k.marker, k.seq, k.waiting_children),
+                (k.job_prefix, maxlen, limit, *ids))
 
 
 def purge_dead_call(k: QueueKeys, limit: int = 1000) -> Call:
