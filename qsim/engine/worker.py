@@ -508,7 +508,9 @@ class Worker:
                 self._rate_held = {h - 1 for h in held}
             else:
                 self._rate_until, self._rate_held = 0.0, set()
-            if got:
+            if got and self._closing:
+                self._hand_back(got)
+            elif got:
                 self._start(got)
 
     def _groups(self, items: Sequence[Any]) -> list[tuple[QueueKeys, list[Any]]]:
@@ -543,6 +545,13 @@ class Worker:
         self._maybe_ready = True
         self._next_promote = 0.0
         self._wake.set()
+
+    def _hand_back(self, got: list[Fetched]) -> None:
+        """Jobs whose fetch was in flight when the stop came: back to the queue unstarted (no attempt counted)."""
+        logger.info("worker %s is stopping: handing %s just-fetched jobs back", self.id, len(got))
+        for f in got:
+            queue = self.queues[int(f.queue_index) - 1]
+            self._releases.append(Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self))
 
     def _start(self, got: list[Fetched]) -> None:
         for f in got:
