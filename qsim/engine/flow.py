@@ -82,7 +82,7 @@ from qsim.engine.connection import check_decoded, connect, connect_async
 from qsim.engine.job import EnqueuedJob
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
 from qsim.engine.payload import DEFAULT_MAX_PAYLOAD, DEFAULT_WARN_PAYLOAD
-from qsim.engine.protocol import JobSpec
+from qsim.engine.protocol import JobSpec, park_call
 from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, QueueCore
 from qsim.engine.scripts import (
     Call,
@@ -445,7 +445,7 @@ async def move_to_waiting_children(job: Job) -> None:
     """
     w = _worker_of(job)
     k = job_keys(job)
-    call = Call("park", (k.active, k.waiting_children), (k.job_prefix, job.id, job.token))
+    call = park_call(k, w.events_maxlen, job.id, job.token)
     with redis_errors(f"park job {job.id}"):
         code = int((await run_calls_async(w.client, w.scripts, [call]))[0])
         if code == 2:

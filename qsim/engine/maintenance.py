@@ -20,12 +20,15 @@ logger = logging.getLogger(__name__)
 
 
 async def renew_locks(
-    client: Any, scripts: ScriptSet, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]]
+    client: Any, scripts: ScriptSet, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]],
+    maxlen: int,
 ) -> None:
     """Every ``interval`` s, renew the locks of all ``held()`` jobs in one script call.
 
     A job whose lock turns out to be lost gets ``job.lock_lost = True`` (its
-    completion will be refused). Redis errors are logged; the loop goes on.
+    completion will be refused); a job whose key turned out to hold another
+    type is lost too (the script moved it to the DLQ, events capped at
+    ``maxlen``). Redis errors are logged; the loop goes on.
     """
     while True:
         await asyncio.sleep(interval)
@@ -34,7 +37,7 @@ async def renew_locks(
             continue
         try:
             lost = (await run_calls_async(client, scripts, [
-                extend_lock_call(keys, lock_ms, [(j.id, j.token) for j in jobs])]))[0]
+                extend_lock_call(keys, lock_ms, [(j.id, j.token) for j in jobs], maxlen)]))[0]
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             logger.warning("could not renew %s locks: %s", len(jobs), e)
             continue

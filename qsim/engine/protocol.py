@@ -18,6 +18,7 @@ __all__ = [
     "JobSpec",
     "Fetched",
     "MAX_PRIORITY",
+    "EVENTS_MAXLEN",
     "add_call",
     "parse_add",
     "promote_call",
@@ -34,15 +35,18 @@ __all__ = [
     "retry_dead_call",
     "purge_dead_call",
     "progress_call",
+    "park_call",
     "COMPLETE_CODES",
     "FAIL_CODES",
 ]
 
 #: Priorities run from 0 (first) to MAX_PRIORITY; the wait score is priority * 2**32 + seq.
 MAX_PRIORITY = 2**20 - 1
+#: Approximate cap of each queue's event stream (the default of producers and workers).
+EVENTS_MAXLEN = 10_000
 
-COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing"}
-FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing"}
+COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
+FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
 
 
 class JobSpec(NamedTuple):
@@ -88,8 +92,8 @@ def parse_add(reply: list[Any]) -> list[tuple[str, bool]]:
     return [(str(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)]
 
 
-def promote_call(k: QueueKeys, limit: int = 1000) -> Call:
-    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit))
+def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -> Call:
+    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit, maxlen))
 
 
 def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str) -> Call:
@@ -143,8 +147,8 @@ def fail_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str, str, st
     return Call("fail", (k.active, k.wait, k.delayed, k.dead, k.events, k.marker, k.seq), args)
 
 
-def extend_lock_call(k: QueueKeys, lock_ms: int, items: Iterable[tuple[str, str]]) -> Call:
-    args: list[Any] = [k.job_prefix, lock_ms]
+def extend_lock_call(k: QueueKeys, lock_ms: int, items: Iterable[tuple[str, str]], maxlen: int = EVENTS_MAXLEN) -> Call:
+    args: list[Any] = [k.job_prefix, lock_ms, maxlen]
     for it in items:
         args.extend(it)
     return Call("extend_lock", (k.active,), args)
@@ -176,3 +180,7 @@ def purge_dead_call(k: QueueKeys, limit: int = 1000) -> Call:
 
 def progress_call(k: QueueKeys, maxlen: int, job_id: str, token: str, value_json: str) -> Call:
     return Call("progress", (k.events,), (k.job_prefix, maxlen, job_id, token, value_json))
+
+
+def park_call(k: QueueKeys, maxlen: int, job_id: str, token: str) -> Call:
+    return Call("park", (k.active, k.waiting_children, k.wait, k.meta, k.marker), (k.job_prefix, maxlen, job_id, token))

@@ -30,6 +30,7 @@ from qsim.engine.payload import (
     scrub_text,
 )
 from qsim.engine.protocol import (
+    EVENTS_MAXLEN,
     MAX_PRIORITY,
     JobSpec,
     add_call,
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 #: Completed jobs kept per queue unless ``set_retention`` says otherwise.
 DEFAULT_KEEP_COMPLETED = 10_000
 #: Approximate cap of each queue's event stream.
-DEFAULT_EVENTS_MAXLEN = 10_000
+DEFAULT_EVENTS_MAXLEN = EVENTS_MAXLEN
 _CHUNK = 1000
 
 

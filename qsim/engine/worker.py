@@ -294,7 +294,7 @@ class Worker:
             held = self._held if len(self.all_keys) == 1 else self._held_of(k.queue)
             side += [
                 asyncio.ensure_future(renew_locks(self.client, self.scripts, k, self._lock_ms,
-                                                  self.lock_duration / 2, held)),
+                                                  self.lock_duration / 2, held, self.events_maxlen)),
                 asyncio.ensure_future(recover_stalled(self.client, self.scripts, k, self.events_maxlen,
                                                       self.max_stalled, self.stalled_interval,
                                                       lambda jid: self._emitter.emit("stalled", jid))),
@@ -429,7 +429,7 @@ class Worker:
             for k, sub in self._groups(rels):
                 calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in sub]))
             if promote:
-                calls += [promote_call(k) for k in self.all_keys]
+                calls += [promote_call(k, maxlen=self.events_maxlen) for k in self.all_keys]
                 self._next_promote = now + _PROMOTE_EVERY
             n = min(slots, self.batch_size) if fetch else 0
             if n:
@@ -654,7 +654,7 @@ class Worker:
                 if emit:
                     self._emitter.emit("completed", job, result)
             elif code < 0:
-                self._lost(job, "completion")
+                self._lost(job, "completion", code)
 
     def _after_fail(self, fails: list[tuple[Job, str, str, int, BaseException]], codes: list[int]) -> None:
         self.processed += len(fails)
@@ -667,12 +667,16 @@ class Worker:
                 else:
                     self._emitter.emit("retrying", job, exc)
             elif code < 0:
-                self._lost(job, "failure")
+                self._lost(job, "failure", code)
 
-    def _lost(self, job: Job, what: str) -> None:
+    def _lost(self, job: Job, what: str, code: int = -1) -> None:
         job.lock_lost = True
-        logger.warning("job %s: %s refused, this worker no longer holds its lock (it stalled or was "
-                       "recovered elsewhere)", job.id, what)
+        if code == -3:
+            logger.error("job %s: %s refused, its key holds another type than a hash: moved to the DLQ "
+                         "(and the queue's corrupt set)", job.id, what)
+        else:
+            logger.warning("job %s: %s refused, this worker no longer holds its lock (it stalled or was "
+                           "recovered elsewhere)", job.id, what)
         self._emitter.emit("lock_lost", job)
 
     def _held_of(self, queue: str) -> Callable[[], list[Job]]:

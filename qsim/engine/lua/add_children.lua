@@ -24,6 +24,7 @@ Returns {code, ...}: {1, child id 1, ..., child id n} added; {-1} the token
 does not match an active parent (lock lost, nothing written); {-3, "queue:id"}
 a child id is taken by a job that is not this parent's child (nothing written).
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -31,7 +32,11 @@ local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local pbase = ARGV[1]
 local pid = ARGV[2]
 local n = tonumber(ARGV[4])
-local f = redis.call('HMGET', pbase .. 'job:' .. pid, 'token', 'state')
+local f = redis.pcall('HMGET', pbase .. 'job:' .. pid, 'token', 'state')
+if f.err then
+  qsim_corrupt(pbase, pid, now_ms, now_s, QSIM_EVENTS_MAXLEN)
+  return {-1}
+end
 if f[1] ~= ARGV[3] or f[2] ~= 'active' then
   return {-1}
 end
@@ -44,8 +49,8 @@ for i = 0, n - 1 do
       or redis.call('HEXISTS', pbase .. 'children-failed:' .. pid, ref) == 1) then
     known[i] = true
   elseif ARGV[b + 2] ~= '' and redis.call('EXISTS', ARGV[b] .. 'job:' .. ARGV[b + 2]) == 1 then
-    local c = redis.call('HMGET', ARGV[b] .. 'job:' .. ARGV[b + 2], 'parent', 'parent_base')
-    if c[1] ~= pid or c[2] ~= pbase then
+    local c = redis.pcall('HMGET', ARGV[b] .. 'job:' .. ARGV[b + 2], 'parent', 'parent_base')
+    if c.err or c[1] ~= pid or c[2] ~= pbase then
       return {-3, ref}
     end
     known[i] = true

@@ -19,6 +19,7 @@ Returns {parent id, code, child id 1, ..., child id n}; code 1 added;
 0 a job with the parent's id exists (nothing written, no child ids);
 -3 a child id is taken (nothing written; the third element is "queue:id").
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -15,6 +15,8 @@ Returns one code per job:
    0 already completed with this token (a retried call): nothing done
   -1 lock lost: the token does not match or the job is not active; refused
   -2 no such job
+  -3 the job key holds another type than a hash: moved to the DLQ and the
+     corrupt set (job_lib); the rest of the batch goes on
 A completed child of a flow is recorded on its parent (flow_lib).
 With a concurrency_limit and jobs waiting, the queue's marker (<base>marker) is pushed.
 ]]
@@ -31,9 +33,12 @@ local done = 0
 for i = 5, #ARGV, 3 do
   local id = ARGV[i]
   local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
+  local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
     'parent', 'parent_base')
-  if not f[2] then
+  if f.err then
+    qsim_corrupt(base, id, now_ms, now_s, maxlen)
+    codes[#codes + 1] = -3
+  elseif not f[2] then
     codes[#codes + 1] = -2
   elseif f[1] ~= ARGV[i + 1] then
     codes[#codes + 1] = -1

@@ -38,12 +38,15 @@ Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]
 wait_ms is -1, or, when queues i still have waiting jobs that their rate limit
 holds back, the ms until the earliest of them may start. job = [id, token,
 name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
-strings; wait is the seconds from enqueued_at to now on the job's first start, else "". Ids whose hash is gone are dropped; a hash missing fields is returned
-with "" for them (the worker sends it to the DLQ).
+strings; wait is the seconds from enqueued_at to now on the job's first start, else "".
+Ids whose hash is gone are dropped; a hash missing fields is returned with ""
+for them (the worker sends it to the DLQ); a job key of another type than a
+hash goes to the DLQ and the corrupt set here (job_lib).
 Markers: a queue with jobs left and room pushes its marker (other workers take
 the rest); a queue at its concurrency limit has its marker deleted (complete
 and fail push it when a slot frees).
 ]]
+-- @include job_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -167,12 +170,7 @@ local function start(q, i, id, s)
   if f.err then
     -- The job key holds another type (written by hand). An error here would abort the script after
     -- ZPOPMIN and lose the rest of the batch: keep the value aside and dead-letter the job instead.
-    local typ = redis.call('TYPE', jk).ok
-    redis.call('RENAME', jk, jk .. ':corrupt')
-    redis.call('HSET', jk, 'name', '', 'data', '', 'state', 'dead', 'finished_at', now_s, 'attempts_made', 0,
-      'max_attempts', 1, 'error', 'PayloadError: job hash is corrupt: the job key held a ' .. typ ..
-      ', not a hash (moved to ' .. jk .. ':corrupt)')
-    redis.call('ZADD', string.sub(q.prefix, 1, -5) .. 'dead', now_ms, id)
+    qsim_corrupt(string.sub(q.prefix, 1, -5), id, now_ms, now_s, QSIM_EVENTS_MAXLEN)
     return
   end
   if not (f[1] or redis.call('EXISTS', jk) == 1) then return end

@@ -56,7 +56,11 @@ end
 -- Idempotent per child (a second report of the same outcome does nothing).
 local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now_ms, now_s, maxlen)
   local pk = pbase .. 'job:' .. pid
-  local pf = redis.call('HMGET', pk, 'state', 'priority', 'name', 'child_failed')
+  local pf = redis.pcall('HMGET', pk, 'state', 'priority', 'name', 'child_failed')
+  if pf.err then
+    qsim_corrupt(pbase, pid, now_ms, now_s, maxlen)
+    return
+  end
   if not pf[1] then
     return
   end

@@ -10,18 +10,20 @@ ARGV[2] events stream max length (approximate)
 ARGV[3 + 2*i ..] per job: id, lock token
 
 The attempt is logged as "released" and does not count. Jobs whose token
-does not match are left alone. Returns the number of jobs released.
+does not match are left alone; a job whose key holds another type than a hash
+goes to the DLQ and the corrupt set (job_lib). Returns the number of jobs released.
 ]]
 -- @include job_lib
-local t = redis.call('TIME')
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s = qsim_now()
 local prefix = ARGV[1]
 local n = 0
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'priority', 'log', 'name')
-  if f[1] == ARGV[i + 1] and f[2] == 'active' then
+  local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'priority', 'log', 'name')
+  if f.err then
+    qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[2])
+  elseif f[1] == ARGV[i + 1] and f[2] == 'active' then
     local seq = redis.call('INCR', KEYS[5]) % 4294967296
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', jk, 'token')

@@ -17,11 +17,12 @@ with children still pending or a "fail" child still dead (child_failed): it
 waits in waiting-children for them again, and runs once they are done (a dead
 "fail" child must be retried too). A retried child of a flow is outstanding
 again: its failure is taken off its parent (flow_lib qsim_child_retried).
-Returns the ids moved back (ids not in the DLQ are skipped).
+A corrupt job (its key held another type than a hash, job_lib) stays in the
+DLQ. Returns the ids moved back (ids not in the DLQ are skipped).
 ]]
+-- @include job_lib
 -- @include flow_lib
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_ms, now_s = qsim_now()
 local prefix = ARGV[1]
 local base = string.sub(prefix, 1, -5)
 local ids = {}
@@ -34,26 +35,28 @@ local moved = {}
 local wake = false
 for _, id in ipairs(ids) do
   local jk = prefix .. id
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    local f = redis.call('HMGET', jk, 'priority', 'pending_children', 'child_failed', 'parent', 'parent_base')
-    if f[1] then
-      redis.call('HSET', jk, 'attempts_made', 0, 'stalled', 0)
-      redis.call('HDEL', jk, 'finished_at', 'token')
-      if (tonumber(f[2]) or 0) > 0 or f[3] then
-        redis.call('HSET', jk, 'state', 'waiting_children')
-        redis.call('ZADD', KEYS[6], now_ms, id)
-      else
-        local seq = redis.call('INCR', KEYS[5]) % 4294967296
-        redis.call('HSET', jk, 'state', 'waiting')
-        redis.call('ZADD', KEYS[2], (tonumber(f[1]) or 0) * 4294967296 + seq, id)
-        wake = true
-      end
-      redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'retried', 'job', id)
-      if f[4] and f[5] then
-        qsim_child_retried(base, id, f[4], f[5])
-      end
-      moved[#moved + 1] = id
+  local f = redis.call('ZSCORE', KEYS[1], id) and redis.pcall('HMGET', jk, 'priority', 'pending_children',
+    'child_failed', 'parent', 'parent_base')
+  if f and f.err then
+    qsim_corrupt(base, id, now_ms, now_s, ARGV[2])
+  elseif f and f[1] then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', jk, 'attempts_made', 0, 'stalled', 0)
+    redis.call('HDEL', jk, 'finished_at', 'token')
+    if (tonumber(f[2]) or 0) > 0 or f[3] then
+      redis.call('HSET', jk, 'state', 'waiting_children')
+      redis.call('ZADD', KEYS[6], now_ms, id)
+    else
+      local seq = redis.call('INCR', KEYS[5]) % 4294967296
+      redis.call('HSET', jk, 'state', 'waiting')
+      redis.call('ZADD', KEYS[2], (tonumber(f[1]) or 0) * 4294967296 + seq, id)
+      wake = true
     end
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'retried', 'job', id)
+    if f[4] and f[5] then
+      qsim_child_retried(base, id, f[4], f[5])
+    end
+    moved[#moved + 1] = id
   end
 end
 if wake and redis.call('LLEN', KEYS[4]) == 0 then
