@@ -7,6 +7,7 @@ nothing here does I/O.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -16,6 +17,10 @@ from qsim.engine.scripts import Call
 
 __all__ = [
     "JobSpec",
+    "rate_key_value",
+    "with_rate_key",
+    "MAX_RATE_KEY",
+    "RateKeyChanged",
     "Fetched",
     "MAX_PRIORITY",
     "EVENTS_MAXLEN",
@@ -50,7 +55,13 @@ FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock
 
 
 class JobSpec(NamedTuple):
-    """One job to add, already validated and encoded."""
+    """One job to add, already validated and encoded.
+
+    ``rkey_field`` is the rate-limit key (a payload field) of the job's queue
+    as the producer knows it ("" = none) and ``rkey`` the value of that field
+    in this job (:func:`rate_key_value`); the add scripts refuse a spec built
+    for another key than the queue's (see :func:`with_rate_key`).
+    """
 
     id: str
     name: str
@@ -60,6 +71,43 @@ class JobSpec(NamedTuple):
     max_attempts: int
     backoff: str
     timeout: float
+    rkey_field: str = ""
+    rkey: str = ""
+
+
+#: Key values longer than this are replaced by a digest (they name a Redis key).
+MAX_RATE_KEY = 200
+
+
+def rate_key_value(data: Any, field: str) -> str:
+    """The text of payload field ``field`` that keys the rate limit ("" when absent or not a scalar).
+
+    Numbers keep every digit (``1234567890123456789``), an integral float is
+    its integer (``1.0`` is ``"1"``), booleans are ``"true"``/``"false"``.
+    """
+    if not field or not isinstance(data, dict):
+        return ""
+    v = data.get(field)
+    if isinstance(v, bool):
+        text = "true" if v else "false"
+    elif isinstance(v, int):
+        text = str(v)
+    elif isinstance(v, float):
+        text = str(int(v)) if v.is_integer() else repr(v)
+    elif isinstance(v, str):
+        text = v
+    else:
+        return ""
+    if len(text) > MAX_RATE_KEY:
+        text = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text
+
+
+def with_rate_key(spec: JobSpec, field: str) -> JobSpec:
+    """``spec`` for a queue whose rate-limit key is ``field`` (its value read again from the payload)."""
+    if spec.rkey_field == field:
+        return spec
+    return spec._replace(rkey_field=field, rkey=rate_key_value(json.loads(spec.data), field) if field else "")
 
 
 class Fetched(NamedTuple):
@@ -81,14 +129,25 @@ class Fetched(NamedTuple):
 POLICIES = ("priority", "ordered", "wrr")
 
 
+class RateKeyChanged(Exception):
+    """An add script refused specs built for another rate-limit key: ``fields`` maps queue key base -> key."""
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        super().__init__(f"rate-limit keys are now {fields}")
+        self.fields = fields
+
+
 def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
     args: list[Any] = [k.job_prefix, len(specs)]
     for s in specs:
         args.extend(s)
-    return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq), args)
+    return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq, k.meta), args)
 
 
 def parse_add(reply: list[Any]) -> list[tuple[str, bool]]:
+    """``(id, created)`` per job; raises :class:`RateKeyChanged` when the script refused the specs."""
+    if reply and isinstance(reply[0], int):
+        raise RateKeyChanged({str(reply[i]): str(reply[i + 1]) for i in range(1, len(reply), 2)})
     return [(str(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)]
 
 

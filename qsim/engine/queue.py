@@ -33,13 +33,16 @@ from qsim.engine.protocol import (
     EVENTS_MAXLEN,
     MAX_PRIORITY,
     JobSpec,
+    RateKeyChanged,
     add_call,
     parse_add,
     purge_dead_call,
+    rate_key_value,
     retry_dead_call,
+    with_rate_key,
 )
 from qsim.engine.scripts import Op, ScriptSet, command, run_op, run_op_async
-from qsim.errors import JobNotFound
+from qsim.errors import EngineError, JobNotFound
 
 __all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN"]
 
@@ -95,6 +98,9 @@ class QueueCore:
         self.warn_payload = warn_payload
         self.redact_fields = normalize_fields(redact)
         self.events_maxlen = events_maxlen
+        #: The queue's rate-limit key (payload field) as last heard from Redis ("" = none); the add
+        #: scripts say when it changed and the specs are read again.
+        self.rate_field = ""
 
     # -- validation -------------------------------------------------------
     def spec(
@@ -127,6 +133,7 @@ class QueueCore:
         text = encode_payload(
             data, what=f"job {name!r} data", max_bytes=self.max_payload, warn_bytes=self.warn_payload
         )
+        field = self.rate_field
         return JobSpec(
             job_id or "",
             name,
@@ -136,22 +143,46 @@ class QueueCore:
             attempts,
             backoff.to_json() if backoff else "",
             float(timeout),
+            field,
+            rate_key_value(data, field) if field else "",
         )
 
     # -- operations ---------------------------------------------------------
     def op_add(self, specs: Sequence[JobSpec]) -> Op[list[EnqueuedJob]]:
-        calls = [add_call(self.keys, specs[i : i + _CHUNK]) for i in range(0, len(specs), _CHUNK)]
-        names = [s.name for s in specs]
+        """Add ``specs`` (chunks of 1000 per script call, one round trip).
 
-        def parse(replies: list[Any]) -> list[EnqueuedJob]:
-            pairs = [p for r in replies for p in parse_add(r)]
-            out = [EnqueuedJob(jid, n, self.name, created) for (jid, created), n in zip(pairs, names)]
+        A chunk the script refuses because the queue's rate-limit key is not
+        the one its specs were read for (``set_rate_limit(key=...)`` since this
+        producer last added) is read again for that key and resent, alone.
+        """
+        chunks = [list(specs[i : i + _CHUNK]) for i in range(0, len(specs), _CHUNK)]
+        done: list[list[EnqueuedJob]] = [[] for _ in chunks]
+        return self._op_add_chunks(chunks, done, list(range(len(chunks))), 0)
+
+    def _op_add_chunks(self, chunks: list[list[JobSpec]], done: list[list[EnqueuedJob]], todo: list[int],
+                       tries: int) -> Op[list[EnqueuedJob]]:
+        def parse(replies: list[Any]) -> Any:
+            again = []
+            for i, reply in zip(todo, replies):
+                try:
+                    pairs = parse_add(reply)
+                except RateKeyChanged as e:
+                    self.rate_field = e.fields.get(self.keys.base, "")
+                    chunks[i] = [with_rate_key(s, self.rate_field) for s in chunks[i]]
+                    again.append(i)
+                    continue
+                done[i] = [EnqueuedJob(jid, s.name, self.name, created) for (jid, created), s in zip(pairs, chunks[i])]
+            if again:
+                if tries >= 3:
+                    raise EngineError(f"the rate-limit key of queue {self.name!r} keeps changing; jobs not added")
+                return self._op_add_chunks(chunks, done, again, tries + 1)
+            out = [e for d in done for e in d]
             for e in out:
                 if not e.created:
                     logger.debug("job %s already exists in queue %s: not added again", e.id, self.name)
             return out
 
-        return Op(calls, parse)
+        return Op([add_call(self.keys, chunks[i]) for i in todo], parse)
 
     def op_get_job(self, job_id: str, redact_data: bool = False) -> Op[JobInfo]:
         def parse(replies: list[Any]) -> JobInfo:
@@ -371,6 +402,7 @@ class Queue(QueueCore):
         """At most ``max`` job starts in any ``per`` s window, all workers together; with ``key``,
         per value of that payload field (None: no limit). See :mod:`qsim.engine.limiter`."""
         self._run(limiter.op_set_rate_limit(self.keys, max, per, key), "set_rate_limit")
+        self.rate_field = (key or "") if max is not None else ""
 
     def set_aging(self, seconds: float | None) -> None:
         """A waiting job gains one priority level per ``seconds`` waited (None: off)."""
@@ -480,6 +512,7 @@ class AsyncQueue(QueueCore):
 
     async def set_rate_limit(self, max: int | None, per: float = 1.0, *, key: str | None = None) -> None:  # noqa: A002
         await self._run(limiter.op_set_rate_limit(self.keys, max, per, key), "set_rate_limit")
+        self.rate_field = (key or "") if max is not None else ""
 
     async def set_aging(self, seconds: float | None) -> None:
         await self._run(limiter.op_set_aging(self.keys, seconds), "set_aging")

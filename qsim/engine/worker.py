@@ -253,6 +253,8 @@ class Worker:
         self.handle_signals = handle_signals
         wid = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.id = wid.replace(",", "_").replace(";", "_")
+        #: State the flow helpers (qsim.engine.flow) keep per worker, e.g. the queues' rate-limit keys.
+        self.flow_state: dict[str, Any] = {}
         self._emitter = Emitter()
         self._rng = random.Random()
         self._lock_ms = int(self.lock_duration * 1000)

@@ -5,23 +5,37 @@ KEYS[2] delayed   ZSET delayed ids (score = due ms)
 KEYS[3] marker    LIST wake-up marker
 KEYS[4] id        STRING counter for generated ids
 KEYS[5] seq       STRING FIFO counter
+KEYS[6] meta      HASH queue settings (rate_key)
 ARGV[1] job key prefix ("qsim:{q}:job:")
 ARGV[2] number of jobs n
-ARGV[3 + 8*i ..] per job: id ("" = generate), name, data (JSON), priority,
-        delay_ms, max_attempts, backoff (JSON or ""), timeout (s)
+ARGV[3 + 10*i ..] per job: id ("" = generate), name, data (JSON), priority,
+        delay_ms, max_attempts, backoff (JSON or ""), timeout (s), the rate-limit
+        key (payload field) the producer read, and its value in this job
+
+A keyed queue (meta rate_key) stores each job's key value in its "rkey" field,
+as the producer read it from the payload: no script decodes a payload. When a
+job was read for another key than the queue's, nothing is written.
 
 Returns a flat array: id_1, created_1, id_2, created_2, ... where created is
-1 for a new job and 0 when a job with that id already existed (no-op).
+1 for a new job and 0 when a job with that id already existed (no-op); or
+{-4, job key base, the queue's rate_key} when the producer must read its jobs'
+key values again (for that key) and resend.
 ]]
+local prefix = ARGV[1]
+local n = tonumber(ARGV[2])
+local rkey = redis.call('HGET', KEYS[6], 'rate_key') or ''
+for i = 0, n - 1 do
+  if ARGV[3 + i * 10 + 8] ~= rkey then
+    return {-4, string.sub(prefix, 1, -5), rkey}
+  end
+end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-local prefix = ARGV[1]
-local n = tonumber(ARGV[2])
 local out = {}
 local wake = false
 for i = 0, n - 1 do
-  local b = 3 + i * 8
+  local b = 3 + i * 10
   local id = ARGV[b]
   if id == '' then
     repeat
@@ -47,6 +61,9 @@ for i = 0, n - 1 do
       'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
       'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
       'attempts_made', 0, 'stalled', 0)
+    if rkey ~= '' then
+      redis.call('HSET', jk, 'rkey', ARGV[b + 9])
+    end
     out[#out + 1] = id
     out[#out + 1] = 1
     wake = true

@@ -14,8 +14,9 @@ local function qsim_queue_of(base)
   return string.match(base, '}:([^:]+):$') or string.match(base, '{(.-)}') or ''
 end
 
--- Create one job from ARGV[b .. b+7] (id, name, data, priority, delay_ms,
--- max_attempts, backoff, timeout) in the queue whose keys start with `base`.
+-- Create one job from ARGV[b .. b+9] (id, name, data, priority, delay_ms,
+-- max_attempts, backoff, timeout, rate-limit key field, its value) in the queue
+-- whose keys start with `base` (checked by qsim_rate_key_mismatch first).
 -- `state` "waiting_children" parks it in waiting-children; otherwise it goes
 -- to wait or delayed. Returns the id; the caller checked that it is free.
 local function qsim_new_job(base, b, state, now_ms, now_s, extra)
@@ -41,7 +42,30 @@ local function qsim_new_job(base, b, state, now_ms, now_s, extra)
     'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
     'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
     'attempts_made', 0, 'stalled', 0, unpack(extra))
+  if ARGV[b + 8] ~= '' then
+    redis.call('HSET', base .. 'job:' .. id, 'rkey', ARGV[b + 9])
+  end
   return id
+end
+
+-- Whether every job spec {base, b} (fields at ARGV[b ..], see qsim_new_job) was read for its
+-- queue's rate-limit key (meta rate_key). Returns nil, or the reply {-4, base, key, ...} naming
+-- each queue whose key the producer must read its jobs' values for again (nothing is written).
+local function qsim_rate_key_mismatch(specs)
+  local keys, named, out = {}, {}, nil
+  for _, s in ipairs(specs) do
+    local base = s[1]
+    if keys[base] == nil then
+      keys[base] = redis.call('HGET', base .. 'meta', 'rate_key') or ''
+    end
+    if ARGV[s[2] + 8] ~= keys[base] and not named[base] then
+      named[base] = true
+      out = out or {-4}
+      out[#out + 1] = base
+      out[#out + 1] = keys[base]
+    end
+  end
+  return out
 end
 
 local function qsim_wake(base)
