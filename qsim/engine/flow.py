@@ -275,9 +275,9 @@ class FlowCore:
                                     [(k, p, _rekeyed(k, s, fields)) for k, p, s in kids], tries + 1)
             if code == -3:
                 raise _taken(str(reply[2]))
-            p = EnqueuedJob(pid, pspec.name, pkeys.queue, code == 1)
-            if code == 0:
-                return FlowJobs(p, [], False)
+            if code == 0:  # the parent's id is taken: describe the stored job
+                return FlowJobs(EnqueuedJob(pid, str(reply[2]) or pspec.name, pkeys.queue, False), [], False)
+            p = EnqueuedJob(pid, pspec.name, pkeys.queue, True)
             return FlowJobs(p, [EnqueuedJob(str(cid), s.name, k.queue, True)
                                 for cid, (k, _, s) in zip(reply[2:], kids)], True)
 
@@ -408,7 +408,8 @@ async def add_children(job: Job, children: Sequence[tuple[Any, ...]], *, on_fail
         raise LockLost(f"job {job.id}: this worker no longer holds its lock; no child added")
     if int(reply[0]) == -3:
         raise _taken(str(reply[1]))
-    return [EnqueuedJob(str(cid), s.name, k.queue, True) for cid, (k, _, s) in zip(reply[1:], kids)]
+    return [EnqueuedJob(str(reply[1 + 2 * i]), s.name, k.queue, bool(int(reply[2 + 2 * i])))
+            for i, (k, _, s) in enumerate(kids)]
 
 
 def _decode(v: str) -> Any:

@@ -96,7 +96,12 @@ def _parent_ref(pid: str | None, base: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class EnqueuedJob:
-    """What ``add`` returns: the job id and whether this call created it."""
+    """What ``add`` returns: the job id and whether this call created it.
+
+    When the id existed already (``created`` False) ``name`` is the stored
+    job's name, not the one this call asked for. Generated ids are all
+    digits; user ids may not be.
+    """
 
     id: str
     name: str
@@ -257,7 +262,7 @@ class Job:
         """Fan out: add ``(queue, name, data[, options])`` children in one round trip; this job is their parent.
 
         Children whose ``job_id`` already names a child of this job are skipped
-        (so a retried attempt may add the same children again).
+        (``created`` False; so a retried attempt may add the same children again).
 
         Raises:
             LockLost: the worker no longer holds this job's lock (nothing added).

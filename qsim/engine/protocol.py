@@ -144,11 +144,12 @@ def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
     return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq, k.meta), args)
 
 
-def parse_add(reply: list[Any]) -> list[tuple[str, bool]]:
-    """``(id, created)`` per job; raises :class:`RateKeyChanged` when the script refused the specs."""
+def parse_add(reply: list[Any]) -> list[tuple[str, bool, str]]:
+    """``(id, created, stored name)`` per job (the name of a job that existed already, else "");
+    raises :class:`RateKeyChanged` when the script refused the specs."""
     if reply and isinstance(reply[0], int):
         raise RateKeyChanged({str(reply[i]): str(reply[i + 1]) for i in range(1, len(reply), 2)})
-    return [(str(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)]
+    return [(str(reply[i]), bool(int(reply[i + 1])), str(reply[i + 2])) for i in range(0, len(reply), 3)]
 
 
 def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -> Call:

@@ -128,8 +128,12 @@ class QueueCore:
             raise ValueError(f"backoff must be a Backoff or None, got {backoff!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
             raise ValueError(f"timeout must be a finite number of seconds >= 0 (0 = none), got {timeout!r}")
-        if job_id is not None and (not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; ")):
-            raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
+        if job_id is not None:
+            if not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; "):
+                raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
+            if job_id.isascii() and job_id.isdigit():
+                raise ValueError(f"job_id must not be all digits (ids of that form are the generated ones: give "
+                                 f"yours a letter, e.g. 'order-{job_id}'), got {job_id!r}")
         text = encode_payload(
             data, what=f"job {name!r} data", max_bytes=self.max_payload, warn_bytes=self.warn_payload
         )
@@ -171,7 +175,8 @@ class QueueCore:
                     chunks[i] = [with_rate_key(s, self.rate_field) for s in chunks[i]]
                     again.append(i)
                     continue
-                done[i] = [EnqueuedJob(jid, s.name, self.name, created) for (jid, created), s in zip(pairs, chunks[i])]
+                done[i] = [EnqueuedJob(jid, stored or s.name, self.name, created)
+                           for (jid, created, stored), s in zip(pairs, chunks[i])]
             if again:
                 if tries >= 3:
                     raise EngineError(f"the rate-limit key of queue {self.name!r} keeps changing; jobs not added")

@@ -46,7 +46,7 @@ def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_c
     # Given jobs of priorities 5, 1, 5, 1, 0 added in that order
     ids = P.parse_add(call(P.add_call(K, [spec("a", prio=5), spec("b", prio=1), spec("c", prio=5),
                                             spec("d", prio=1), spec("e", prio=0)])))
-    assert ids == [("a", True), ("b", True), ("c", True), ("d", True), ("e", True)]
+    assert ids == [("a", True, ""), ("b", True, ""), ("c", True, ""), ("d", True, ""), ("e", True, "")]
     # When one worker fetches them all
     got = fetch(call)
     # Then lower priority first, FIFO within a level, each locked with its own token
@@ -61,7 +61,7 @@ def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_c
 def test_add_dedups_by_id_and_generates_ids(call: Any, redis_client: redis.Redis) -> None:
     first = P.parse_add(call(P.add_call(K, [spec("same"), spec(""), spec("")])))
     again = P.parse_add(call(P.add_call(K, [spec("same", name="other")])))
-    assert first[0] == ("same", True) and again == [("same", False)]
+    assert first[0] == ("same", True, "") and again == [("same", False, "t")]
     assert first[1][0] != first[2][0]
     assert redis_client.hget(K.job("same"), "name") == "t"
     assert redis_client.zcard(K.wait) == 3
@@ -195,4 +195,4 @@ def test_scripts_survive_script_flush(redis_client: redis.Redis) -> None:
     scripts = ScriptSet(redis_client)
     redis_client.script_flush()
     replies = run_calls(redis_client, scripts, [P.add_call(K, [spec("a")]), P.promote_call(K)])
-    assert replies == [["a", 1], -1]
+    assert replies == [["a", 1, ""], -1]

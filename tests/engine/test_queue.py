@@ -148,3 +148,39 @@ def test_async_queue_shares_the_operations(redis_url: str, redis_client: redis.R
 
     asyncio.run(main())
     assert redis_client.zcard(QueueKeys("q").wait) == 11
+
+
+def test_generated_ids_and_user_ids_never_share_a_job(queue: Queue) -> None:
+    # Given a job added without an id (ids are generated as 1, 2, ...)
+    auto = queue.add("auto", {"n": 1})
+    assert auto.id == "1" and auto.created
+    # Then a user id of that form is refused, naming it, and the generated job is untouched
+    for bad in ("1", "2", "007"):
+        with pytest.raises(ValueError, match=f"job_id must not be all digits.*got '{bad}'"):
+            queue.add("mine", {"n": 2}, job_id=bad)
+    with pytest.raises(ValueError, match="all digits"):
+        queue.add_bulk([("mine", {}, {"job_id": "3"})])
+    assert queue.get_job("1").name == "auto" and queue.counts()["waiting"] == 1
+    # while ids that merely contain digits are fine
+    assert queue.add("mine", {}, job_id="1a").created and queue.add("mine", {}, job_id="order-1").created
+
+
+def test_an_add_of_an_existing_id_describes_the_stored_job(redis_url: str, queue: Queue) -> None:
+    from qsim.engine import FlowProducer
+
+    queue.add("first", {"v": 1}, job_id="x")
+    again = queue.add("second", {"v": 2}, job_id="x")
+    assert again == engine.EnqueuedJob("x", "first", "q", False)
+    bulk = queue.add_bulk([("third", {}, {"job_id": "x"}), ("new", {}, {"job_id": "y"})])
+    assert [(e.id, e.name, e.created) for e in bulk] == [("x", "first", False), ("y", "new", True)]
+
+    async def main() -> None:
+        aq = AsyncQueue("q", redis=redis_url)
+        assert (await aq.add("fourth", {}, job_id="x")).name == "first"
+        async with FlowProducer(redis=redis_url) as flows:
+            f = await flows.add(parent=("q", "parent", {}, {"job_id": "y"}), children=[("q", "c", {})])
+            assert not f.created and f.parent.name == "new"
+        await aq.close()
+
+    asyncio.run(main())
+    assert queue.get_job("x").data == {"v": 1}

@@ -16,8 +16,9 @@ A keyed queue (meta rate_key) stores each job's key value in its "rkey" field,
 as the producer read it from the payload: no script decodes a payload. When a
 job was read for another key than the queue's, nothing is written.
 
-Returns a flat array: id_1, created_1, id_2, created_2, ... where created is
-1 for a new job and 0 when a job with that id already existed (no-op); or
+Returns a flat array: id_1, created_1, name_1, id_2, ... where created is 1
+for a new job (name "") and 0 when a job with that id already existed (no-op;
+name is the stored job's name, so the caller describes the stored job); or
 {-4, job key base, the queue's rate_key} when the producer must read its jobs'
 key values again (for that key) and resend.
 ]]
@@ -44,8 +45,10 @@ for i = 0, n - 1 do
   end
   local jk = prefix .. id
   if redis.call('EXISTS', jk) == 1 then
+    local stored = redis.pcall('HGET', jk, 'name')
     out[#out + 1] = id
     out[#out + 1] = 0
+    out[#out + 1] = type(stored) == 'string' and stored or ''
   else
     local prio = tonumber(ARGV[b + 3])
     local delay = tonumber(ARGV[b + 4])
@@ -66,6 +69,7 @@ for i = 0, n - 1 do
     end
     out[#out + 1] = id
     out[#out + 1] = 1
+    out[#out + 1] = ''
     wake = true
   end
 end

@@ -21,7 +21,8 @@ outlive trimmed children), is left alone and not counted again: a retried or
 resumed handler re-adding children with ids derived from its own is a no-op
 for those.
 
-Returns {code, ...}: {1, child id 1, ..., child id n} added; {-1} the token
+Returns {code, ...}: {1, child id 1, created 1, ..., child id n, created n}
+added (created 0: a child of this parent already, left alone); {-1} the token
 does not match an active parent (lock lost, nothing written); {-3, "queue:id"}
 a child id is taken by a job that is not this parent's child (nothing written);
 {-4, base, key, ...} a child was read for another rate-limit key than its
@@ -76,9 +77,11 @@ for i = 0, n - 1 do
   local b = 5 + i * 12
   if known[i] then
     out[#out + 1] = ARGV[b + 2]
+    out[#out + 1] = 0
   else
     out[#out + 1] = qsim_new_job(ARGV[b], b + 2, '', now_ms, now_s,
       {'parent', pid, 'parent_base', pbase, 'parent_policy', ARGV[b + 1]})
+    out[#out + 1] = 1
     if not woken[ARGV[b]] then
       woken[ARGV[b]] = true
       qsim_wake(ARGV[b])

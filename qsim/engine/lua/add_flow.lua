@@ -17,7 +17,8 @@ ARGV[14 + 12*i ..] per child: queue key base, on-failure policy ("fail" |
         "ignore"), then the same 10 fields as the parent
 
 Returns {parent id, code, child id 1, ..., child id n}; code 1 added;
-0 a job with the parent's id exists (nothing written, no child ids);
+0 a job with the parent's id exists (nothing written; the third element is
+its stored name, no child ids);
 -3 a child id is taken (nothing written; the third element is "queue:id");
 -4 a job was read for another rate-limit key than its queue's (nothing
 written; then pairs: queue key base, its rate_key).
@@ -30,7 +31,8 @@ local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local pbase = ARGV[1]
 local n = tonumber(ARGV[13])
 if ARGV[2] ~= '' and redis.call('EXISTS', pbase .. 'job:' .. ARGV[2]) == 1 then
-  return {ARGV[2], 0}
+  local stored = redis.pcall('HGET', pbase .. 'job:' .. ARGV[2], 'name')
+  return {ARGV[2], 0, type(stored) == 'string' and stored or ''}
 end
 local specs = {{pbase, 2}}
 for i = 0, n - 1 do
