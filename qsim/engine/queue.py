@@ -56,6 +56,9 @@ _CHUNK = 1000
 
 
 def _redis_url_kwargs() -> dict[str, Any]:
+    """Client options of both producers. Neither resends a command after a connection error (redis-py's
+    default without ``retry_on_error``): the error is raised as RedisUnavailable, and the caller retries
+    an add with the same ``job_id`` (a no-op when the first one was written)."""
     return {"decode_responses": True, "socket_connect_timeout": 5.0, "health_check_interval": 0}
 
 
@@ -361,11 +364,14 @@ class Queue(QueueCore):
             attempts: Total attempts before the dead-letter queue.
             backoff: Delay between attempts (``Backoff.fixed`` / ``Backoff.exponential``).
             timeout: Per-attempt timeout in seconds (0 = none).
-            job_id: Your id; adding an existing id again is a no-op (``created=False``).
+            job_id: Your id (not all digits: that is the form of generated ids); adding an
+                existing id again is a no-op (``created=False``, the stored job's name).
 
         Raises:
             PayloadError: ``data`` is not plain JSON or too large (nothing is written).
-            RedisUnavailable: Redis cannot be reached.
+            RedisUnavailable: Redis cannot be reached or the connection broke; the job may or may
+                not have been written (nothing is resent behind your back): retry with the same
+                ``job_id`` to be safe.
         """
         spec = self.spec(name, data, priority=priority, delay=delay, attempts=attempts, backoff=backoff,
                          timeout=timeout, job_id=job_id)
@@ -457,11 +463,9 @@ class AsyncQueue(QueueCore):
     ) -> None:
         super().__init__(name, **options)
         if isinstance(redis, str):
-            import redis.asyncio as _ra
-
-            # like the sync client: retry a command once the connection is re-made (e.g. after a restart)
-            retry_on = [_ra.ConnectionError, _ra.TimeoutError]
-            self.client: Any = connect_async(redis, retry_on_error=retry_on, **_redis_url_kwargs())
+            # Like the sync Queue: no command is resent on a connection error (an add whose reply was lost
+            # may have been written; resending one without job_id would add the job twice).
+            self.client: Any = connect_async(redis, **_redis_url_kwargs())
             self._owns = True
         else:
             _check_decoded(redis)
