@@ -44,7 +44,7 @@ from qsim.engine.protocol import (
 from qsim.engine.scripts import Op, ScriptSet, command, run_op, run_op_async
 from qsim.errors import EngineError, JobNotFound
 
-__all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN"]
+__all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN", "MAX_NAME"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,8 @@ DEFAULT_KEEP_COMPLETED = 10_000
 #: Approximate cap of each queue's event stream.
 DEFAULT_EVENTS_MAXLEN = EVENTS_MAXLEN
 _CHUNK = 1000
+#: Longest job name and job_id (both are copied into every event and log line of the job).
+MAX_NAME = 256
 
 
 def _redis_url_kwargs() -> dict[str, Any]:
@@ -121,6 +123,8 @@ class QueueCore:
         """Validate and encode one job (raises ValueError / PayloadError)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
+        if len(name) > MAX_NAME:
+            raise ValueError(f"job name must be at most {MAX_NAME} characters, got {len(name)} ({name[:40]!r}...)")
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
             raise ValueError(f"priority must be an int in [0, {MAX_PRIORITY}], got {priority!r}")
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < math.inf:
@@ -134,6 +138,9 @@ class QueueCore:
         if job_id is not None:
             if not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; "):
                 raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
+            if len(job_id) > MAX_NAME:
+                raise ValueError(f"job_id must be at most {MAX_NAME} characters, got {len(job_id)} "
+                                 f"({job_id[:40]!r}...)")
             if job_id.isascii() and job_id.isdigit():
                 raise ValueError(f"job_id must not be all digits (ids of that form are the generated ones: give "
                                  f"yours a letter, e.g. 'order-{job_id}'), got {job_id!r}")

@@ -288,6 +288,7 @@ class Worker:
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             await self.client.aclose()
             raise RedisUnavailable(f"cannot reach Redis at {display_url(self.url)}: {e}") from e
+        await self._check_eviction_policy()
         self._running = True
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)
@@ -332,6 +333,21 @@ class Worker:
         await self._finished.wait()
         return self._exit_code
 
+    async def _check_eviction_policy(self) -> None:
+        """Warn when Redis may evict keys under memory pressure (jobs would vanish: run it with noeviction)."""
+        try:
+            info = await self.client.info("memory")
+        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:  # e.g. an ACL user without INFO
+            logger.debug("cannot read Redis's maxmemory-policy (%s); it must be noeviction", e)
+            return
+        nodes = [info] if "maxmemory_policy" in info else [v for v in info.values() if isinstance(v, dict)]
+        policies = sorted({str(n.get("maxmemory_policy")) for n in nodes if n.get("maxmemory_policy")})
+        bad = [p for p in policies if p != "noeviction"]
+        if bad:
+            logger.warning("Redis at %s runs with maxmemory-policy %s: under memory pressure it may evict job "
+                           "keys and lose jobs. Set maxmemory-policy noeviction (writes then fail with an "
+                           "error instead, and nothing is lost).", display_url(self.url), ", ".join(bad))
+
     # -- setup ----------------------------------------------------------------
     def _setup(self) -> None:
         self.client = connect_async(self.url, socket_connect_timeout=5.0, socket_keepalive=True)
@@ -353,6 +369,10 @@ class Worker:
         self._next_promote = 0.0
         self._next_due = 0.0  # loop time the next delayed job is due (inf: none)
         self._fetch_seq = 0
+        # Lock tokens are "<worker id>:<random>:<fetch>:<k>": the random part differs per run, so replicas or
+        # restarts sharing a fixed worker_id never repeat a token (a stale completion is refused, rate-limit
+        # window entries, keyed by token, never merge).
+        self._token_base = f"{self.id}:{secrets.token_hex(4)}"
         self._exit_code = EXIT_DRAINED
         self._inflight = 0
         self._reserved = 0
@@ -437,7 +457,7 @@ class Worker:
             if n:
                 self._fetch_seq += 1
                 calls.append(fetch_multi_call(self.all_keys, n, self._lock_ms, self.id,
-                                              f"{self.id}:{self._fetch_seq}", self.policy, self.weights))
+                                              f"{self._token_base}:{self._fetch_seq}", self.policy, self.weights))
                 self._reserved += n
             self._inflight += 1
             tick = asyncio.ensure_future(self._tick(calls, acks, fails, rels, promote, n))

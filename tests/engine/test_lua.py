@@ -196,3 +196,21 @@ def test_scripts_survive_script_flush(redis_client: redis.Redis) -> None:
     redis_client.script_flush()
     replies = run_calls(redis_client, scripts, [P.add_call(K, [spec("a")]), P.promote_call(K)])
     assert replies == [["a", 1, ""], -1]
+
+
+def test_park_frees_a_limited_slot_and_wakes_an_idle_worker(call: Any, redis_client: redis.Redis) -> None:
+    from qsim.engine import limiter
+
+    # Given a queue limited to one active job: a parent runs, another job waits, idle workers block on
+    # the marker, which the fetch at the limit deleted
+    for c in limiter.op_set_concurrency_limit(K, 1).calls:
+        call(c)
+    call(P.add_call(K, [spec("parent"), spec("other")]))
+    (p,) = fetch(call)
+    assert p.id == "parent" and redis_client.llen(K.marker) == 0
+    redis_client.hset(K.job("parent"), "pending_children", 1)  # (a child it added still runs)
+    # When the parent parks in waiting-children
+    assert call(P.park_call(K, 100, "parent", p.token)) == 1
+    # Then the slot it freed wakes a waiting worker, which takes the other job
+    assert redis_client.llen(K.marker) == 1
+    assert [f.id for f in fetch(call)] == ["other"]

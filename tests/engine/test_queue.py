@@ -184,3 +184,17 @@ def test_an_add_of_an_existing_id_describes_the_stored_job(redis_url: str, queue
 
     asyncio.run(main())
     assert queue.get_job("x").data == {"v": 1}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("name", "n" * 257), ("name", "x" * 5_000_000), ("job_id", "i" * 257),
+], ids=["name-257", "name-5MB", "job_id-257"])
+def test_job_name_and_id_have_a_size_limit(queue: Queue, redis_client: redis.Redis, field: str, value: str) -> None:
+    with pytest.raises(ValueError, match=f"{'job name' if field == 'name' else 'job_id'} must be at most 256 "
+                                         f"characters, got {len(value)}"):
+        if field == "name":
+            queue.add(value, {})
+        else:
+            queue.add("t", {}, job_id=value)
+    assert redis_client.dbsize() == 0
+    assert queue.add("n" * 256, {}, job_id="i" * 256).created  # the limit itself is fine
