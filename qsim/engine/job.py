@@ -17,8 +17,11 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     stalled         times the job's lock expired
     error, traceback  last failure          returnvalue   result (JSON)
     progress        last progress (JSON)
-    log             one "start,end,outcome,worker;" entry per attempt;
+    log             one "start,end,outcome,worker;" entry per attempt (the
+                    latest 16 KB of entries are kept);
                     outcome: completed | failed | stalled | released
+    rkey            the value of the queue's rate-limit key field in the
+                    payload, as text (keyed queues only; read at add time)
 
 Flows (see :mod:`qsim.engine.flow`): a child has ``parent`` (the parent's id),
 ``parent_base`` (the parent queue's key base) and ``parent_policy`` (fail |
