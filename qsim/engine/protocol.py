@@ -138,9 +138,16 @@ class RateKeyChanged(Exception):
 
 
 def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
-    args: list[Any] = [k.job_prefix, len(specs)]
+    """One ``add`` call; the jobs are sent for the rate-limit key field of the first (the others are
+    read again for it if they differ), their key values only when there is one."""
+    field = specs[0].rkey_field if specs else ""
+    args: list[Any] = [k.job_prefix, len(specs), field]
     for s in specs:
-        args.extend(s)
+        if s.rkey_field != field:
+            s = with_rate_key(s, field)
+        args.extend(s[:8])
+        if field:
+            args.append(s.rkey)
     return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq, k.meta), args)
 
 
@@ -149,7 +156,8 @@ def parse_add(reply: list[Any]) -> list[tuple[str, bool, str]]:
     raises :class:`RateKeyChanged` when the script refused the specs."""
     if reply and isinstance(reply[0], int):
         raise RateKeyChanged({str(reply[i]): str(reply[i + 1]) for i in range(1, len(reply), 2)})
-    return [(str(reply[i]), bool(int(reply[i + 1])), str(reply[i + 2])) for i in range(0, len(reply), 3)]
+    return [(str(reply[i]), True, "") if reply[i + 1] == 1 else (str(reply[i]), False, str(reply[i + 1]))
+            for i in range(0, len(reply), 2)]
 
 
 def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -> Call:
