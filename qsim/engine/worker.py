@@ -32,7 +32,6 @@ import random
 import secrets
 import signal
 import socket
-import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -44,7 +43,8 @@ from qsim.engine.connection import connect_async, is_cluster_url, display_url
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
-from qsim.engine.maintenance import recover_stalled, renew_locks
+from qsim.engine.failures import corrupt_fields, describe
+from qsim.engine.maintenance import check_eviction_policy, recover_stalled, renew_locks
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_REDACT,
@@ -82,36 +82,6 @@ EXIT_CUT_OFF = 3
 _PROMOTE_EVERY = 0.05
 _MAX_RECONNECT_DELAY = 5.0
 _FINAL_FLUSH_TIMEOUT = 10.0
-
-
-def _corrupt_fields(f: Fetched) -> str:
-    """Name the fields of a fetched job hash that cannot be read ("" if none is found)."""
-    bad = []
-    for name, conv in (("attempts_made", int), ("max_attempts", int), ("timeout", float)):
-        value = getattr(f, name)
-        try:
-            conv(value or 0)
-        except ValueError:
-            bad.append(f"{name}={value[:40]!r}")
-    if f.backoff:
-        try:
-            Backoff.from_json(f.backoff)
-        except (ValueError, KeyError, TypeError) as e:
-            bad.append(f"backoff={f.backoff[:40]!r} ({e})")
-    return ", ".join(bad) + (" cannot be read" if bad else "")
-
-
-def _describe(e: BaseException) -> tuple[str, str]:
-    """``"Type: message"`` and the traceback of ``e``, even when its ``__str__`` or traceback break."""
-    try:
-        text = str(e)
-    except BaseException as x:  # noqa: BLE001 - an exception's __str__ may do anything
-        text = f"<str() failed: {type(x).__name__}>"
-    try:
-        tb = "".join(traceback.format_exception(e))
-    except BaseException as x:  # noqa: BLE001
-        tb = f"<the traceback could not be formatted: {type(x).__name__}>"
-    return f"{type(e).__name__}: {text}", tb
 
 
 class Worker:
@@ -288,7 +258,7 @@ class Worker:
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             await self.client.aclose()
             raise RedisUnavailable(f"cannot reach Redis at {display_url(self.url)}: {e}") from e
-        await self._check_eviction_policy()
+        await check_eviction_policy(self.client, self.url)
         self._running = True
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)
@@ -332,21 +302,6 @@ class Worker:
         self._request_close(self.shutdown_grace if timeout is None else timeout)
         await self._finished.wait()
         return self._exit_code
-
-    async def _check_eviction_policy(self) -> None:
-        """Warn when Redis may evict keys under memory pressure (jobs would vanish: run it with noeviction)."""
-        try:
-            info = await self.client.info("memory")
-        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:  # e.g. an ACL user without INFO
-            logger.debug("cannot read Redis's maxmemory-policy (%s); it must be noeviction", e)
-            return
-        nodes = [info] if "maxmemory_policy" in info else [v for v in info.values() if isinstance(v, dict)]
-        policies = sorted({str(n.get("maxmemory_policy")) for n in nodes if n.get("maxmemory_policy")})
-        bad = [p for p in policies if p != "noeviction"]
-        if bad:
-            logger.warning("Redis at %s runs with maxmemory-policy %s: under memory pressure it may evict job "
-                           "keys and lose jobs. Set maxmemory-policy noeviction (writes then fail with an "
-                           "error instead, and nothing is lost).", display_url(self.url), ", ".join(bad))
 
     # -- setup ----------------------------------------------------------------
     def _setup(self) -> None:
@@ -582,7 +537,7 @@ class Worker:
             except (ValueError, KeyError, TypeError, RecursionError, PayloadError) as e:
                 queue = self.queues[int(f.queue_index) - 1]
                 if not isinstance(e, PayloadError):
-                    e = PayloadError(f"job hash is corrupt: {_corrupt_fields(f) or e}")
+                    e = PayloadError(f"job hash is corrupt: {corrupt_fields(f) or e}")
                 logger.error("job %s of queue %s is corrupt (%s): moving it to the DLQ", f.id, queue, e)
                 job = Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self)
                 err = e
@@ -656,7 +611,7 @@ class Worker:
         """Queue the failure of ``job``'s attempt; never raises (a failure not sent would leave the job to stall)."""
         err, tb, delay = f"{type(e).__name__}: <the error could not be recorded>", "", 0
         try:
-            text, tb = _describe(e)
+            text, tb = describe(e)
             err = scrub_text(text, job.data, self.redact_fields)[:2000]
             tb = scrub_text(tb, job.data, self.redact_fields)[-20000:]
             if isinstance(e, UnrecoverableError):
