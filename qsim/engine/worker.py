@@ -611,9 +611,9 @@ class Worker:
         """Queue the failure of ``job``'s attempt; never raises (a failure not sent would leave the job to stall)."""
         err, tb, delay = f"{type(e).__name__}: <the error could not be recorded>", "", 0
         try:
-            text, tb = describe(e)
+            text, trace = describe(e)
             err = scrub_text(text, job.data, self.redact_fields)[:2000]
-            tb = scrub_text(tb, job.data, self.redact_fields)[-20000:]
+            tb = scrub_text(trace, job.data, self.redact_fields)[-20000:]  # (only ever the scrubbed text)
             if isinstance(e, UnrecoverableError):
                 delay = -1
             elif job.backoff is not None:
