@@ -230,10 +230,12 @@ def recover_stalled_call(k: QueueKeys, maxlen: int, max_stalled: int, limit: int
     )
 
 
-def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str]]) -> Call:
+def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str] | tuple[str, str, bool]]) -> Call:
+    """Hand jobs back: ``(id, token[, started])``; ``started`` (default True) False for a job whose handler
+    never ran (no attempt is logged for it)."""
     args: list[Any] = [k.job_prefix, maxlen]
     for it in items:
-        args.extend(it)
+        args.extend((it[0], it[1], "1" if len(it) < 3 or it[2] else ""))
     return Call("release", (k.active, k.wait, k.events, k.marker, k.seq), args)
 
 

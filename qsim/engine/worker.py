@@ -310,7 +310,7 @@ class Worker:
         self._active: dict[str, tuple[Job, asyncio.Task[None]]] = {}
         self._acks: list[tuple[Job, str, Any]] = []
         self._fails: list[tuple[Job, str, str, int, BaseException]] = []
-        self._releases: list[Job] = []
+        self._releases: list[tuple[Job, bool]] = []  # (job, its handler was started)
         self._cutting: set[asyncio.Future[None]] = set()  # handler tasks this worker cancels (shutdown cut-off)
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
@@ -404,7 +404,7 @@ class Worker:
             for k, sub in self._groups(fails):
                 calls.append(fail_call(k, self.events_maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in sub]))
             for k, sub in self._groups(rels):
-                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in sub]))
+                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token, started) for j, started in sub]))
             if promote:
                 calls += [promote_call(k, maxlen=self.events_maxlen) for k in self.all_keys]
                 self._next_promote = now + _PROMOTE_EVERY
@@ -419,7 +419,7 @@ class Worker:
             self._ticks.add(tick)
             tick.add_done_callback(self._ticks.discard)
 
-    async def _tick(self, calls: list[Call], acks: list[Any], fails: list[Any], rels: list[Job], promote: bool,
+    async def _tick(self, calls: list[Call], acks: list[Any], fails: list[Any], rels: list[tuple[Job, bool]], promote: bool,
                     n: int) -> None:
         """Send one batch (one round trip) and act on the replies."""
         loop = asyncio.get_running_loop()
@@ -457,7 +457,7 @@ class Worker:
             self._inflight -= 1
             self._wake.set()
 
-    def _after_tick(self, replies: list[Any], acks: list[Any], fails: list[Any], rels: list[Job], promote: bool,
+    def _after_tick(self, replies: list[Any], acks: list[Any], fails: list[Any], rels: list[tuple[Job, bool]], promote: bool,
                     n: int) -> None:
         """Act on the replies of one batch, in the order the calls were made."""
         loop = asyncio.get_running_loop()
@@ -528,7 +528,7 @@ class Worker:
         logger.info("worker %s is stopping: handing %s just-fetched jobs back", self.id, len(got))
         for f in got:
             queue = self.queues[int(f.queue_index) - 1]
-            self._releases.append(Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self))
+            self._releases.append((Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self), False))
 
     def _start(self, got: list[Fetched]) -> None:
         for f in got:
@@ -570,7 +570,7 @@ class Worker:
                 await self._slots.acquire()
                 slot = True
                 if self._closing:  # never started: hand it back, the attempt does not count
-                    self._releases.append(job)
+                    self._releases.append((job, False))
                     return
             if job.timeout > 0:
                 cm = asyncio.timeout(job.timeout)
@@ -588,7 +588,7 @@ class Worker:
             self._acks.append((job, rv, result))
         except asyncio.CancelledError as e:
             if asyncio.current_task() in self._cutting:
-                self._releases.append(job)  # cut off at shutdown: handed back, the attempt does not count
+                self._releases.append((job, True))  # cut off at shutdown: handed back, the attempt does not count
             else:
                 self._failed(job, e)  # the handler's own CancelledError: a failed attempt like any error
         except WaitingForChildren:
@@ -703,7 +703,7 @@ class Worker:
             await asyncio.wait(tasks, timeout=5.0)
             for job, t in list(self._active.values()):
                 logger.error("job %s ignored cancellation; handing it back anyway", job.id)
-                self._releases.append(job)
+                self._releases.append((job, True))
         self._stopped = True
         self._wake.set()
 

@@ -214,3 +214,16 @@ def test_park_frees_a_limited_slot_and_wakes_an_idle_worker(call: Any, redis_cli
     # Then the slot it freed wakes a waiting worker, which takes the other job
     assert redis_client.llen(K.marker) == 1
     assert [f.id for f in fetch(call)] == ["other"]
+
+
+def test_release_of_a_job_never_started_leaves_no_trace_of_its_fetch(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a"), spec("b")]))
+    got = {f.id: f for f in fetch(call)}
+    # a was cut off (its handler ran), b was fetched ahead and never started
+    assert call(P.release_call(K, 100, [("a", got["a"].token, True), ("b", got["b"].token, False)])) == 2
+    a, b = redis_client.hgetall(K.job("a")), redis_client.hgetall(K.job("b"))
+    assert a["log"].endswith(",released,w1;") and "started_at" in a
+    assert "log" not in b and "started_at" not in b and b["state"] == "waiting"
+    # b's next fetch is its first start
+    again = {f.id: f for f in fetch(call)}
+    assert again["b"].wait != "" and again["a"].wait == ""

@@ -65,6 +65,7 @@ def test_a_stop_while_a_fetch_is_in_flight_hands_the_fetched_job_back(
         assert code == 0 and not armed[0]
         info = await q.get_job("j")
         assert info.state == "waiting" and info.attempts_made == 0 and ran == []
+        assert info.attempts == [] and info.started_at is None  # its fetch left no trace
         assert (await q.counts())["active"] == 0
         # and a later worker runs it at once
         w2 = Worker("q", handler, redis=redis_url, handle_signals=False)
