@@ -7,6 +7,7 @@ Every error qsim raises on purpose derives from :class:`QsimError`::
     │   └── NotSupportedError              valid, but this part cannot simulate it yet
     ├── TheoryNotApplicable (also ValueError)  no closed form fits the scenario
     ├── PayloadError (also ValueError)     a job payload is not JSON or is too large
+    ├── CalibrationError (also ValueError)  measured jobs cannot be calibrated (qsim.calibrate)
     ├── EngineError                        the engine could not do what was asked
     │   ├── JobNotFound (also KeyError)    no job with that id
     │   ├── LockLost                       the worker no longer holds a job's lock
@@ -28,6 +29,7 @@ __all__ = [
     "NotSupportedError",
     "TheoryNotApplicable",
     "PayloadError",
+    "CalibrationError",
     "EngineError",
     "JobNotFound",
     "LockLost",
@@ -62,6 +64,12 @@ class TheoryNotApplicable(QsimError, ValueError):
 
 class PayloadError(QsimError, ValueError):
     """Raised when a job payload is not plain JSON or exceeds the size limit."""
+
+
+class CalibrationError(QsimError, ValueError):
+    """Raised when measured jobs cannot be calibrated: an empty window, a queue
+    that does not exist, a Redis not in the expected layout, too few jobs of a
+    type, a bad CSV. The message names what is missing."""
 
 
 class EngineError(QsimError):

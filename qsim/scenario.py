@@ -22,7 +22,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -191,6 +191,15 @@ class Scenario:
         """Slots of all pools at the start of the run."""
         return sum(p.slots for p in self.pools)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The scenario as a dict in the TOML schema, the inverse of :meth:`from_dict`.
+
+        Every key is written, defaults too; absent optional parts (no rate
+        limit, no arrival, ...) are left out, as TOML has no null. ``path``
+        values (trace, empirical) are written as stored.
+        """
+        return _plain(self)
+
     @classmethod
     def from_toml(cls, path: str | Path) -> "Scenario":
         """Load and validate a scenario file."""
@@ -215,6 +224,23 @@ class Scenario:
         src = Path(source) if source is not None else None
         where = _Where(str(src) if src else "scenario", src.parent if src else Path.cwd())
         return _parse_scenario(raw, where, src)
+
+
+def _plain(x: Any) -> Any:
+    """``x`` as plain TOML-ready values (dicts, lists, str, numbers); None fields dropped."""
+    if isinstance(x, (dists.Distribution, dists.Arrival)):  # kind first; the values read from a CSV stay there
+        return {"kind": x.kind, **{f.name: _plain(getattr(x, f.name)) for f in fields(x) if f.name not in ("values", "at")}}
+    if is_dataclass(x) and not isinstance(x, type):
+        out = {f.name: _plain(v) for f in fields(x) if f.name != "source" and (v := getattr(x, f.name)) is not None}
+        order = _KEY_ORDER.get(type(x), ())
+        return {k: out[k] for k in sorted(out, key=lambda k: order.index(k) if k in order else len(order))}
+    if isinstance(x, Path):
+        return str(x)
+    if isinstance(x, (tuple, list)):
+        return [_plain(v) for v in x]
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    return x
 
 
 # --------------------------------------------------------------------------- parsing
@@ -354,6 +380,8 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
 _ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead")
+_KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
+                                           PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
 _ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size"), "trace": ("path",)}
 _SERVICE_KEYS = {"constant": ("mean",), "exponential": ("mean",), "lognormal": ("mean", "cv"),
                  "gamma": ("mean", "cv"), "uniform": ("low", "high"), "empirical": ("path",)}

@@ -19,6 +19,14 @@ fi
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 
+# A real BullMQ (Node.js) for the calibrate tests and benchmarks: the pinned bullmq versions go into
+# ${XDG_CACHE_HOME:-~/.cache}/qsim/node with npm, once; without node/npm those tests skip, saying so.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  "$PYTHON" tests/bullmq_node.py install
+else
+  echo "node/npm not on PATH: the BullMQ tests will be skipped (install Node.js >= 18 to run them)" >&2
+fi
+
 notebooks=()
 if compgen -G "notebooks/*.ipynb" >/dev/null; then notebooks=(--nbmake tests notebooks); fi
 exec "$PYTHON" -m pytest "${notebooks[@]}" "$@"

@@ -56,6 +56,7 @@ class EngineResult:
     summary: dict[str, Any]
     timeseries: pd.DataFrame
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    prefix: str = ""  # the run's key prefix (its keys are left in Redis with keep=True)
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -200,7 +201,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         await client.aclose()
     summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup)
     return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
-                        exit_codes=exit_codes)
+                        exit_codes=exit_codes, prefix=prefix)
 
 
 async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str, AsyncQueue], flows: FlowProducer,

@@ -21,15 +21,16 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="qsim
 # Lower number = lower layer. A module may import only its own layer or below.
 LAYERS = {
     "qsim.errors": 0, "qsim.records": 0, "qsim.summary": 0, "qsim.dists": 0, "qsim.safety": 0,
-    "qsim.scenario": 1, "qsim.scenarios": 1, "qsim.engine": 1,
+    "qsim.scenario": 1, "qsim.scenario_toml": 1, "qsim.scenarios": 1, "qsim.engine": 1,
     "qsim.workload": 2,  # a scenario's drawn jobs: what the model and the harness both run
     "qsim.model": 3, "qsim.harness": 3,
-    "qsim.analysis": 4,
+    "qsim.analysis": 4, "qsim.calibrate": 4,
     "qsim.cli": 5, "qsim.loadtest": 5,
 }
 # Packages whose import circles are known and being removed elsewhere (not checked for circles).
 CIRCLES_ALLOWED = (
-    "qsim.engine",  # flow/job/maintenance/queue/worker: the engine restructure (issue 11) removes it
+    "qsim.engine",  # flow/job/maintenance/queue/worker: the engine half of issue 12 removes it
+    "qsim.calibrate",  # build/plots/report (function-level and TYPE_CHECKING imports): for its owner to remove
 )
 
 

@@ -1,0 +1,83 @@
+"""Calibration plots: one figure per job type (matplotlib, no pyplot, like :mod:`qsim.analysis.plots`).
+
+Left: the measured service CDF (the runs fitted, after the overhead shift)
+against the chosen fit and the other candidates. Right: arrivals per minute
+over the window against the fitted rate (windows shorter than ten minutes
+are counted in bins of a tenth of a minute or more, still shown per minute).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from qsim.calibrate.service import ServiceFit, _frozen
+
+if TYPE_CHECKING:
+    from qsim.calibrate.report import Calibration, TypeFit
+
+__all__ = ["type_figure", "write_plots"]
+
+
+def _service_axes(ax: Axes, s: ServiceFit) -> None:
+    x = np.sort(s.sample)
+    hi = float(np.percentile(x, 99.5)) if x.size else 1.0
+    ax.step(x, np.arange(1, x.size + 1) / max(x.size, 1), where="post", color="black", linewidth=1.5,
+            label=f"measured (n = {s.n})")
+    grid = np.linspace(0.0, hi, 400)
+    if s.kind != "empirical":
+        ax.plot(grid, s.cdf(grid), linewidth=1.5, label=f"{s.kind} (KS {s.ks:.3g})" if not math.isnan(s.ks)
+                else s.kind)
+    for kind, v in s.candidates.items():
+        if kind != s.kind:
+            ax.plot(grid, _frozen(kind, v["mean"], v["cv"]).cdf(grid), linestyle=":", linewidth=1,
+                    label=f"{kind} (KS {v['ks']:.3g})")
+    ax.set_xlim(0, hi)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("service time (s)")
+    ax.set_ylabel("fraction of runs")
+    ax.set_title("service: measured vs fitted CDF")
+    ax.legend(loc="lower right", fontsize="small")
+
+
+def _arrival_axes(ax: Axes, f: "TypeFit") -> None:
+    a = f.arrival
+    nbins = max(1, int(round(a.span / 60.0))) if a.span >= 600 else 30
+    width = a.span / nbins
+    counts, edges = np.histogram(a.times, bins=nbins, range=(0.0, a.span))
+    ax.bar(edges[:-1] / 60.0, counts * (60.0 / width), width=width / 60.0, align="edge", color="tab:blue",
+           alpha=0.6, label=f"measured ({width:.3g} s bins)")
+    ax.axhline(a.rate * 60.0, color="tab:red", linewidth=1.5, label=f"fitted {a.kind}: {a.rate * 60:.4g}/min")
+    ax.set_xlabel("minutes into the window")
+    ax.set_ylabel("arrivals per minute")
+    ax.set_title("arrivals per minute")
+    ax.legend(loc="lower right", fontsize="small")
+
+
+def type_figure(cal: "Calibration", name: str) -> Figure:
+    """The calibration figure of job type ``name``."""
+    f = cal.types[name]
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
+    _service_axes(left, f.service)
+    _arrival_axes(right, f)
+    fig.suptitle(f"job type {name!r} ({f.jobs} jobs, queue {f.queue!r})")
+    fig.tight_layout()
+    return fig
+
+
+def write_plots(cal: "Calibration", folder: Path) -> list[Path]:
+    """Write ``<type>.png`` per job type into ``folder``; returns the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in cal.types:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        path = folder / f"{safe}.png"
+        type_figure(cal, name).savefig(path, dpi=80)
+        paths.append(path)
+    return paths

@@ -1,0 +1,252 @@
+"""The calibration report: the Scenario and, for every fitted value, what it came from.
+
+:class:`Calibration` is what :func:`qsim.calibrate.from_redis` and its
+siblings return. In a notebook it shows as a table (``_repr_html_``); in a
+terminal its ``repr`` is a few lines; :meth:`Calibration.as_json` is the
+``qsim calibrate --json`` document and :meth:`Calibration.write` the
+commented TOML (with the empirical and trace CSVs beside it).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from qsim.calibrate.arrivals import ArrivalFit
+from qsim.calibrate.failures import FailureFit
+from qsim.calibrate.measured import Measured
+from qsim.calibrate.overhead import Overhead
+from qsim.calibrate.pools import PoolFit
+from qsim.calibrate.service import ServiceFit
+from qsim.scenario import BackoffSpec, Scenario
+
+__all__ = ["TypeFit", "Calibration"]
+
+
+@dataclass(frozen=True)
+class TypeFit:
+    """Everything fitted for one job type."""
+
+    name: str
+    queue: str
+    priority: int
+    attempts: int
+    backoff: BackoffSpec
+    timeout: float
+    arrival: ArrivalFit
+    service: ServiceFit
+    failures: FailureFit
+    jobs: int
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """This type's fits for the JSON report (``service``, ``ks`` and ``n`` at the top)."""
+        return {**self.service.as_dict(), "jobs": self.jobs, "queue": self.queue, "priority": self.priority,
+                "arrival": self.arrival.as_dict()["arrival"], "arrival_fit": self.arrival.as_dict(),
+                "failures": self.failures.as_dict(), "attempts": self.attempts,
+                "backoff": {"kind": self.backoff.kind, "delay": self.backoff.delay, "max": self.backoff.max,
+                            "jitter": self.backoff.jitter},
+                "timeout": self.timeout, "notes": list(self.notes)}
+
+
+def _when(t: float) -> str:
+    if t > 1e9:  # Unix time
+        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{t:.6g} s"
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3g} ms"
+
+
+def _service_text(s: ServiceFit) -> str:
+    if s.kind in ("gamma", "lognormal", "empirical"):
+        return f"{s.kind} mean {s.mean:.4g} s cv {s.cv:.3g}"
+    return f"{s.kind} mean {s.mean:.4g} s"
+
+
+def _arrival_text(a: ArrivalFit) -> str:
+    extra = f" x{a.size}" if a.kind == "burst" else ""
+    return f"{a.kind}{extra} {a.rate:.4g}/s"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibrated Scenario and the fits behind it.
+
+    Attributes:
+        scenario: The Scenario (job types named as in the source).
+        types: The fits per job type.  pools: The observed pools.
+        overhead: ``[engine] fetch_overhead`` / ``ack_overhead`` and their source.
+        measured: The jobs the fits came from.  window: ``(start, end)`` enqueue times.
+        warnings: What the reader should know (too few runs for a fit, assumptions).
+    """
+
+    scenario: Scenario
+    types: dict[str, TypeFit]
+    pools: tuple[PoolFit, ...]
+    overhead: Overhead
+    measured: Measured = field(repr=False)
+    window: tuple[float, float] = (math.nan, math.nan)
+    warnings: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        """``scenario, report = from_redis(...)`` unpacks to the Scenario and this report."""
+        return iter((self.scenario, self))
+
+    # -- documents ------------------------------------------------------------
+    def as_json(self, scenario: Scenario | None = None) -> dict[str, Any]:
+        """``{"scenario": {...}, "fits": {TYPE: {...}}, "overhead": {...}, ...}`` (the ``--json`` document)."""
+        s = scenario or self.scenario
+        return {"scenario": s.to_dict(), "fits": {t: f.as_dict() for t, f in self.types.items()},
+                "overhead": self.overhead.as_dict(), "pools": [p.as_dict() for p in self.pools],
+                "window": {"start": self.window[0], "end": self.window[1], "seconds": self.window[1] - self.window[0]},
+                "source": self.measured.source, "jobs": int(len(self.measured.jobs)),
+                "measured": self.measured_summary(), "warnings": list(self.warnings)}
+
+    def measured_summary(self) -> dict[str, Any]:
+        """What the measured jobs themselves show (compare with ``qsim simulate`` of the scenario):
+        jobs, completed, dead, throughput and the mean/p50/p95 of wait and latency (NaN where unknown)."""
+        j = self.measured.jobs
+        wait = (j["started"] - j["enqueued"]).dropna().to_numpy(float)
+        done = j[j["outcome"] == "completed"]
+        lat = (done["finished"] - done["enqueued"]).to_numpy(float)
+
+        def stats(x: Any) -> dict[str, float]:
+            if len(x) == 0:
+                return {"mean": math.nan, "p50": math.nan, "p95": math.nan}
+            return {"mean": float(x.mean()), "p50": float(np.percentile(x, 50)), "p95": float(np.percentile(x, 95))}
+
+        span = self.window[1] - self.window[0]
+        return {"jobs": int(len(j)), "completed": int(len(done)), "dead": int((j["outcome"] == "dead").sum()),
+                "throughput": len(done) / span if span > 0 else math.nan, "wait": stats(wait), "latency": stats(lat)}
+
+    def comments(self) -> dict[str, str]:
+        """Comments for the TOML file, keyed by key path (see :func:`qsim.scenario_toml.to_toml`)."""
+        c: dict[str, str] = {}
+        start, end = self.window
+        c["duration"] = f"the measured window: {len(self.measured.jobs)} jobs enqueued from {_when(start)} to {_when(end)}"
+        c["seed"] = "any seed: the model draws its own sample of the fitted distributions"
+        for i, (name, f) in enumerate(self.types.items()):
+            k = f"jobs[{i}]"
+            c[k] = f"job type {name!r}: {f.jobs} jobs" + "".join(f"\nnote: {n}" for n in f.notes)
+            a = f.arrival
+            if a.kind == "trace":
+                c[f"{k}.arrival"] = f"the {a.n} measured enqueue times ({a.rate:.4g}/s on average)"
+            else:
+                c[f"{k}.arrival"] = (f"{a.n} arrivals in {a.span:.6g} s; counts in {a.windows} windows of {a.width:.3g} s: "
+                                     f"dispersion index {a.dispersion:.3g} (p over {a.p_over:.2g}, under {a.p_under:.2g}); "
+                                     f"{a.batch_mean:.3g} jobs per batch of simultaneous arrivals")
+            s = f.service
+            less = f" less {_ms(s.shift)} engine overhead" if s.shift else ""
+            if s.kind == "empirical":
+                c[f"{k}.service"] = f"the {s.n} measured runs{less} (mean {s.mean:.4g} s, cv {s.cv:.3g}); {s.note}"
+            elif s.kind == "constant":
+                c[f"{k}.service"] = f"{s.n} successful runs{less}: {s.note}"
+            else:
+                others = ", ".join(f"{kind} {v['ks']:.3g}" for kind, v in s.candidates.items() if kind != s.kind)
+                c[f"{k}.service"] = (f"{s.kind} by maximum likelihood from {s.n} successful runs{less}; "
+                                     f"KS {s.ks:.3g} (p {s.ks_p:.2g}, optimistic); other fits' KS: {others}")
+            fl = f.failures
+            c[f"{k}.fail_prob"] = (f"{fl.failed_attempts} failed attempts, {fl.dead} dead of {fl.jobs} finished jobs; "
+                                   f"95% CI [{fl.fail_ci[0]:.3g}, {fl.fail_ci[1]:.3g}]")
+            c[f"{k}.poison_prob"] = f"95% CI [{fl.poison_ci[0]:.3g}, {fl.poison_ci[1]:.3g}]" if f.attempts > 1 else \
+                "one attempt per job: a poison job and a failed attempt look the same (all in fail_prob)"
+            c[f"{k}.priority"] = "from the jobs' options (most common value)"
+        for i, p in enumerate(self.pools):
+            c[f"pools[{i}]"] = (f"observed: {p.worker_ids} worker ids, at most {p.workers} at once, at most "
+                                f"{p.concurrency} jobs at once per worker ({p.runs} runs); maxima seen, the "
+                                f"configured values may be higher" + (f"\nnote: {p.note}" if p.note else ""))
+        for i, q in enumerate(self.scenario.queues):
+            c[f"queues[{i}]"] = "limits as stored in the queue's settings"
+        o = self.overhead
+        c["engine.fetch_overhead"] = f"{o.source} (n = {o.n})" + (f"; {o.note}" if o.note else "")
+        c["engine.ack_overhead"] = "the probe's in-slot time beyond the handler, less fetch_overhead" \
+            if o.source == "probe" else "not observable in job records (part of the fitted service)"
+        return c
+
+    def header(self) -> str:
+        """The TOML file's opening comment."""
+        lines = [f"Calibrated by `qsim calibrate` from {self.measured.source or 'measured jobs'}.",
+                 "Each fitted value says what it came from; `qsim simulate` runs this file as is."]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def write(self, path: str | Path) -> Scenario:
+        """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written."""
+        from qsim.calibrate.build import with_paths
+        from qsim.scenario_toml import write_toml
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scenario = with_paths(self.scenario, path.parent, path.stem)
+        for j in scenario.jobs:
+            f = self.types[j.name]
+            if j.service.kind == "empirical":
+                pd.DataFrame({"seconds": f.service.sample}).to_csv(j.service.path, index=False)  # type: ignore[attr-defined]
+            if j.arrival is not None and j.arrival.kind == "trace":
+                pd.DataFrame({"at": f.arrival.times}).to_csv(j.arrival.path, index=False)  # type: ignore[attr-defined]
+        write_toml(scenario, path, comments=self.comments(), header=self.header())
+        return Scenario.from_toml(path)
+
+    def plots(self, folder: str | Path) -> list[Path]:
+        """One PNG per job type in ``folder``: measured vs fitted service CDF, arrivals per minute."""
+        from qsim.calibrate.plots import write_plots
+
+        return write_plots(self, Path(folder))
+
+    # -- display --------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """One row per job type: jobs, arrival, service, KS, fail and poison rates."""
+        rows = []
+        for name, f in self.types.items():
+            rows.append({"type": name, "queue": f.queue, "jobs": f.jobs, "arrival": _arrival_text(f.arrival),
+                         "service": _service_text(f.service), "n": f.service.n,
+                         "KS": None if math.isnan(f.service.ks) else round(f.service.ks, 4),
+                         "fail_prob": round(f.failures.fail_prob, 4), "poison_prob": round(f.failures.poison_prob, 4),
+                         "attempts": f.attempts, "priority": f.priority})
+        return pd.DataFrame(rows)
+
+    def _summary_line(self) -> str:
+        start, end = self.window
+        return (f"Calibration of {len(self.measured.jobs):,} jobs ({len(self.types)} types) from "
+                f"{self.measured.source or 'measured jobs'}, {end - start:.6g} s window")
+
+    def _pools_line(self) -> str:
+        return "pools: " + "; ".join(f"{p.name} {p.workers} x {p.concurrency} ({', '.join(p.queues)})" for p in self.pools)
+
+    def _measured_line(self) -> str:
+        m = self.measured_summary()
+        w, lat = m["wait"], m["latency"]
+        return (f"measured: throughput {m['throughput']:.4g}/s, wait p50 {w['p50']:.4g} s p95 {w['p95']:.4g} s, "
+                f"latency p50 {lat['p50']:.4g} s p95 {lat['p95']:.4g} s ({m['completed']} completed, {m['dead']} dead)")
+
+    def _engine_line(self) -> str:
+        o = self.overhead
+        return f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)} ({o.source})"
+
+    def __repr__(self) -> str:
+        lines = [self._summary_line()]
+        table = self.table()
+        if len(table):
+            lines += ["  " + line for line in table.to_string(index=False).splitlines()]
+        lines += [self._pools_line(), self._engine_line(), self._measured_line()]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<p><b>{html.escape(self._summary_line())}</b></p>",
+                 self.table().to_html(index=False, na_rep="-", border=0),
+                 f"<p>{html.escape(self._pools_line())}<br>{html.escape(self._engine_line())}<br>"
+                 f"{html.escape(self._measured_line())}</p>"]
+        if self.warnings:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings) + "</ul>")
+        return "\n".join(parts)

@@ -1,0 +1,172 @@
+"""``qsim calibrate``: from a real queue's measured jobs to a Scenario TOML that reproduces them.
+
+::
+
+    qsim calibrate --from qsim|bullmq --redis URL --queue NAME [--queue ...] [--prefix P] [--since T] [--until T]
+                   [--out FILE.toml] [--plots DIR] [--json]
+    qsim calibrate --from csv FILE [--out FILE.toml] [--json]
+    qsim calibrate --probe [--redis URL] [--json]
+
+Reading is read-only (``--from qsim|bullmq`` never writes to the Redis it
+reads; ``--redis`` defaults to ``$REDIS_URL``, then ``redis://127.0.0.1:6379/0``).
+The probe writes keys of its own and deletes them: like ``qsim run`` it
+refuses a Redis that is not on this machine unless confirmed, and without
+``--redis``/``$REDIS_URL`` starts a throwaway ``redis-server``. Exit 2 on bad
+input (an empty window, a missing queue, too few jobs, a bad CSV).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from qsim.cli.common import EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_int, print_json, resolve_redis_url
+from qsim.errors import CalibrationError
+
+__all__ = ["register", "cmd_calibrate"]
+
+SOURCES = ("qsim", "bullmq", "csv")
+
+
+def _bad(message: str) -> int:
+    err("calibrate", message)
+    return EXIT_BAD_INPUT
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    """The first problem with the arguments, in one sentence (None: fine)."""
+    if args.source is None and not args.probe:
+        return "give --from qsim|bullmq|csv (measured jobs) or --probe (the engine's overhead)"
+    if args.source == "csv":
+        if not args.file:
+            return "--from csv needs the CSV file: qsim calibrate --from csv FILE"
+        if args.queue:
+            return "--queue does not apply to --from csv (the CSV's queue column names the queues)"
+    elif args.file:
+        return f"a FILE ({args.file}) is read only with --from csv"
+    if args.source in ("qsim", "bullmq") and not args.queue:
+        return f"--from {args.source} needs --queue NAME (repeat it for several queues)"
+    if args.group and args.source != "qsim":
+        return "--group applies only to --from qsim (the engine's queue groups)"
+    if args.source is None and (args.out or args.plots or args.queue):
+        return "--out, --plots and --queue need --from (the probe alone prints the overhead)"
+    return None
+
+
+def _probe(args: argparse.Namespace) -> Any:
+    from qsim.calibrate.probe import probe
+    from qsim.cli.run import redis_for
+
+    with redis_for(args) as url:
+        progress = Progress("probe the engine's overhead")
+        try:
+            return probe(url, progress=progress)
+        finally:
+            progress.close()
+
+
+def _calibrate(args: argparse.Namespace, overhead: Any) -> Any:
+    import qsim.calibrate as cal
+
+    options: dict[str, Any] = dict(since=args.since, until=args.until, service=args.service, arrivals=args.arrivals,
+                                   min_jobs=args.min_jobs, overhead=overhead, name=args.name)
+    if args.source == "csv":
+        return cal.from_csv(args.file, **options)
+    url = resolve_redis_url(args.redis)
+    read = cal.from_redis if args.source == "qsim" else cal.from_bullmq
+    extra: dict[str, Any] = {"group": args.group} if args.source == "qsim" else {}
+    prefix = args.prefix or ("qsim" if args.source == "qsim" else "bull")
+    progress = Progress(f"read jobs from {args.source}")
+    try:
+        return read(url, args.queue, prefix=prefix, max_jobs=args.max_jobs, progress=progress, **extra, **options)
+    finally:
+        progress.close()
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate a scenario from measured jobs, or probe the engine's overhead."""
+    problem = _check(args)
+    if problem:
+        return _bad(problem)
+    try:
+        overhead = _probe(args) if args.probe else None
+        if args.source is None:
+            assert overhead is not None  # _check: --probe without --from
+            if args.json:
+                print_json({"overhead": overhead.as_dict()})
+            else:
+                d = overhead.as_dict()
+                print(f"fetch_overhead = {d['fetch_overhead']:.6f}   # mean pickup, ms: {d['pickup_mean'] * 1e3:.3f}")
+                print(f"ack_overhead   = {d['ack_overhead']:.6f}   # in-slot beyond the handler, ms: "
+                      f"{d['in_slot_mean'] * 1e3:.3f}, less fetch_overhead; {d['n']} jobs")
+            return EXIT_OK
+        result = _calibrate(args, overhead)
+        scenario = result.write(args.out) if args.out else None
+        plots = result.plots(args.plots) if args.plots else []
+    except CalibrationError as e:
+        return _bad(str(e))
+    if args.json:
+        print_json(result.as_json(scenario))
+    else:
+        print(repr(result))
+        if args.out:
+            print(f"\nwrote {args.out}")
+        for p in plots:
+            print(f"wrote {p}")
+        if not args.out:
+            print("\n(--out FILE.toml writes the scenario; --json prints it)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _when(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def register(sub: Any) -> None:
+    """Add ``calibrate`` to the qsim command."""
+    p = sub.add_parser(
+        "calibrate", help="fit a scenario to a real queue's measured jobs (qsim, BullMQ or CSV); probe overhead",
+        description="Read measured jobs (the qsim engine's Redis, a BullMQ Redis, or a CSV with one row per job) "
+                    "and write a Scenario TOML that reproduces them: arrivals, service times, failures, pools and "
+                    "limits per job type, each with the sample size and fit statistic it came from. --probe "
+                    "measures the engine's own per-job overhead on a Redis instead (or as well).",
+        epilog="Exit codes: 0 success, 2 bad input (an empty window, a missing queue, too few jobs, a bad CSV), "
+               "1 other failures (e.g. Redis unreachable).")
+    p.add_argument("file", nargs="?", metavar="FILE", help="with --from csv: the CSV file (one row per job)")
+    p.add_argument("--from", dest="source", choices=SOURCES,
+                   help="where the measured jobs are: qsim (the engine's Redis), bullmq (a BullMQ Redis) or csv")
+    p.add_argument("--redis", metavar="URL", help="the Redis to read (default $REDIS_URL, then "
+                                                  "redis://127.0.0.1:6379/0); for --probe alone: the Redis to probe "
+                                                  "(default $REDIS_URL, else a throwaway redis-server)")
+    p.add_argument("--queue", action="append", default=[], metavar="NAME", help="a queue to read (repeat for several)")
+    p.add_argument("--prefix", help="key prefix (default: qsim for --from qsim, bull for --from bullmq)")
+    p.add_argument("--group", help="--from qsim: the queues' group (hash tag), when they were created with one")
+    p.add_argument("--since", type=_when, metavar="T", help="only jobs enqueued at or after T: Unix seconds "
+                   "(for csv: the file's clock), an ISO date-time (UTC unless it says), or a duration back from now "
+                   "such as 90s, 15m, 2h, 1d (for csv: back from the last enqueue)")
+    p.add_argument("--until", type=_when, metavar="T", help="only jobs enqueued before T (same forms as --since)")
+    p.add_argument("--max-jobs", type=pos_int, default=200_000, metavar="N",
+                   help="read at most N jobs, the most recently finished first (default 200000)")
+    p.add_argument("--service", choices=("fit", "empirical"), default="fit",
+                   help="fit: exponential, gamma or lognormal by maximum likelihood, best by KS (default); "
+                        "empirical: write the measured run times as a CSV beside the TOML")
+    p.add_argument("--arrivals", choices=("fit", "trace"), default="fit",
+                   help="fit: poisson, burst or constant by a dispersion test (default); trace: write the "
+                        "measured enqueue times as a CSV beside the TOML")
+    p.add_argument("--min-jobs", type=pos_int, default=30, metavar="N",
+                   help="a job type with fewer jobs in the window is an error (default 30)")
+    p.add_argument("--name", default="calibrated", help="the scenario's name (default: calibrated)")
+    p.add_argument("--out", metavar="FILE.toml", help="write the scenario TOML (commented; CSVs beside it)")
+    p.add_argument("--plots", metavar="DIR", help="write one PNG per job type: service CDF, arrivals per minute")
+    p.add_argument("--probe", action="store_true",
+                   help="run a short light-load probe on the engine (keys of its own, deleted afterwards) and fit "
+                        "[engine] fetch_overhead and ack_overhead; with --from, use them for the calibration")
+    p.add_argument("--i-know-this-is-not-local", action="store_true",
+                   help="allow --probe on a Redis that is not on this machine (the probe adds and deletes keys)")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON document: {"scenario": {...}, "fits": {TYPE: {...}}, "overhead": {...}}')
+    p.set_defaults(func=cmd_calibrate)
