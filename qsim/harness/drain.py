@@ -127,5 +127,5 @@ def unsettled_message(unsettled: Mapping[str, Mapping[str, int]], timeout: float
     total = sum(sum(c.values()) for c in unsettled.values())
     where = "; ".join(f"{q}: " + ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in c.items())
                       for q, c in sorted(unsettled.items()))
-    return (f"{total} jobs still unsettled {timeout:.0f} s after the last arrival ({where}): they count as "
+    return (f"{total} jobs still unsettled {timeout:.3g} s after the last arrival ({where}): they count as "
             f"unfinished; give them longer with --drain-timeout S (drain_timeout= in Python)")

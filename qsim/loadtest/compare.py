@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim.dists import ConstantArrivals, PoissonArrivals, TraceArrivals
+from qsim.dists import Arrival, BurstArrivals, ConstantArrivals, PoissonArrivals, TraceArrivals
 from qsim.loadtest.schedule import SCHEDULED_KINDS
 from qsim.model import simulate
 from qsim.scenario import Scenario
@@ -63,10 +63,7 @@ def load_test_scenario(scenario: Scenario, *, scale: float, window: float, pacin
                 at = tuple(sorted(t - start for t in arrivals.get(job.name, ())))
                 arrival: Any = TraceArrivals(path=Path("<load test>"), at=at)
             elif job.arrival.kind in SCHEDULED_KINDS or pacing == "scenario":  # on the drawn schedule, scaled
-                if isinstance(job.arrival, TraceArrivals):
-                    arrival = replace(job.arrival, at=tuple(t / scale for t in job.arrival.at))
-                else:
-                    arrival = replace(job.arrival, rate=float(job.arrival.rate) * scale)
+                arrival = _sped_up(job.arrival, scale)
             else:
                 rate = float(job.arrival.rate) * scale
                 arrival = PoissonArrivals(rate=rate) if pacing == "poisson" else ConstantArrivals(rate=rate)
@@ -75,6 +72,17 @@ def load_test_scenario(scenario: Scenario, *, scale: float, window: float, pacin
     duration = max(float(window), last + 1e-6)
     return replace(scenario, jobs=tuple(jobs), duration=duration, warmup=0.0,
                    events=scenario.events if events else ())
+
+
+def _sped_up(arrival: Arrival, scale: float) -> Arrival:
+    """The same arrival process with every time divided by ``scale`` (its rate times ``scale``)."""
+    if isinstance(arrival, TraceArrivals):
+        return TraceArrivals(path=arrival.path, at=tuple(t / scale for t in arrival.at))
+    if isinstance(arrival, BurstArrivals):
+        return BurstArrivals(rate=arrival.rate * scale, size=arrival.size)
+    if isinstance(arrival, PoissonArrivals):
+        return PoissonArrivals(rate=arrival.rate * scale)
+    return ConstantArrivals(rate=float(arrival.rate) * scale)
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:
