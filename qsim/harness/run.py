@@ -31,7 +31,7 @@ import pandas as pd
 import redis.asyncio
 
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
-from qsim.errors import HarnessError, NotSupportedError
+from qsim.errors import HarnessError, NotSupportedError, QsimError
 from qsim.harness.aio import run_sync
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
@@ -110,6 +110,12 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
                                            progress=draining)
         finally:
             events.cancel()
+            try:
+                await events
+            except asyncio.CancelledError:
+                pass
+            except (QsimError, OSError) as e:  # a process that did not start: the run goes on without it
+                logger.error("a scenario event failed: %s", e)
         if unsettled:
             logger.warning("%s", unsettled_message(unsettled, drain.timeout))
         exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
