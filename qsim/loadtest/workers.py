@@ -44,8 +44,9 @@ class WorkerPool:
     def __init__(self, scenario: Scenario, redis_url: str, *, prefix: str, run_id: str, grace: float = 5.0,
                  logdir: Path | None = None) -> None:
         self.scenario, self.redis_url, self.prefix = scenario, redis_url, prefix
-        self.processes = WorkerProcesses(scenario, redis_url, prefix=prefix, ready_key=f"{prefix}:loadtest:{run_id}:ready",
-                                         logdir=logdir, default_grace=grace)
+        self.processes = WorkerProcesses(scenario, redis_url, prefix=prefix,
+                                         ready_key=f"{prefix}:loadtest:{run_id}:ready", logdir=logdir,
+                                         default_grace=grace)
         self.ready_key, self.logdir = self.processes.ready_key, self.processes.logdir
         self._found: dict[str, dict[str, Any]] = {}
 

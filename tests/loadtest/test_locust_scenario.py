@@ -99,7 +99,8 @@ def test_bursts_and_traces_arrive_as_scheduled_and_flows_go_through_the_flow_pro
         # at their drawn times (Redis clock, from the first batch): batches of 5 every 0.5 s, the trace as written
         t0 = min(float(job.enqueued_at) for job in burst[:5])  # type: ignore[arg-type]
         for n, job in enumerate(burst):
-            assert -0.05 < job.enqueued_at - t0 - 0.5 * (n // 5) < LATE, (n, job.enqueued_at - t0)  # type: ignore[operator]
+            late = job.enqueued_at - t0 - 0.5 * (n // 5)  # type: ignore[operator]
+            assert -0.05 < late < LATE, (n, late)
         for at, job in zip(TRACE, traced):
             assert -0.05 < job.enqueued_at - t0 - at < LATE, (at, job.enqueued_at - t0)  # type: ignore[operator]
         # and each flow parent came with its children, ran after them, and completed
@@ -194,7 +195,8 @@ def test_the_schedule_is_the_drawn_arrivals_shared_and_repeated() -> None:
         return out
 
     # batches of 2 every 0.5 s; at twice the rate every 0.25 s; a window of twice the duration repeats it
-    assert entries(Schedule(s, ["b"], window=2.0)) == [(t, "b", n) for n, t in enumerate([0, 0, .5, .5, 1, 1, 1.5, 1.5])]
+    drawn = [0, 0, .5, .5, 1, 1, 1.5, 1.5]
+    assert entries(Schedule(s, ["b"], window=2.0)) == [(t, "b", n) for n, t in enumerate(drawn)]
     assert [e[0] for e in entries(Schedule(s, ["b"], scale=2.0, window=1.0))] == [0, 0, .25, .25, .5, .5, .75, .75]
     longer = entries(Schedule(s, ["b"], window=4.0))
     assert len(longer) == 16 and longer[8] == (2.0, "b", 8)
