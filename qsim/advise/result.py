@@ -135,8 +135,8 @@ class Advice:
         slim = dataclasses.replace(m, jobs=m.jobs.iloc[:0], attempts=m.attempts.iloc[:0])
         return dataclasses.replace(self, calibration=dataclasses.replace(self.calibration, measured=slim))
 
-    def as_json(self) -> dict[str, Any]:
-        """The ``qsim advise --json`` document."""
+    def as_json(self, toml: str = "advised.toml") -> dict[str, Any]:
+        """The ``qsim advise --json`` document (``plan_command`` names ``toml`` as the scenario file)."""
         cal = self.calibration
         start, end = cal.window
         return {
@@ -152,7 +152,7 @@ class Advice:
             "window": {"spec": self.window, "start": start, "end": end, "seconds": end - start,
                        "jobs": self.measured.get("jobs")},
             "measured": self.measured, "predicted": self.predicted, "search": self.search,
-            "plan_command": self.plan_command(), "shutdown": self.shutdown.as_dict(),
+            "plan_command": self.plan_command(toml), "shutdown": self.shutdown.as_dict(),
             "overhead": cal.overhead.as_dict(), "source": cal.measured.source, "at": self.at,
             "seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "warnings": list(self.warnings),
             "scenario": self.scenario.to_dict(),

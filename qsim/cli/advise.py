@@ -61,8 +61,6 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--group applies only to --from qsim (the engine's queue groups)"
     if args.watch is None and args.metrics_port is not None:
         return "--metrics-port needs --watch S (it serves the advice while watching)"
-    if args.watch is not None and args.out:
-        return "--out writes one advice's scenario: leave out --watch"
     try:
         parse_slos(args.slo)
         parse_window(args.window)
@@ -82,7 +80,7 @@ def _once(args: argparse.Namespace, url: str) -> int:
     if args.out:
         advice.write(args.out)
     if args.json:
-        print_json(advice.as_json())
+        print_json(advice.as_json(args.out) if args.out else advice.as_json())
     else:
         print(repr(advice))
         if args.out:
@@ -116,10 +114,15 @@ def _watch(args: argparse.Namespace, url: str) -> int:
             if not what:
                 continue
             shown = item
+            if args.out and isinstance(item, Advice):
+                item.write(args.out)
             if args.json:
-                doc = {k: v for k, v in item.as_json().items() if k != "scenario"}
+                full = item.as_json(args.out) if args.out and isinstance(item, Advice) else item.as_json()
+                doc = {k: v for k, v in full.items() if k != "scenario"}
                 doc["time"] = stamp(time.time())
                 doc["changed"] = what
+                if args.out and isinstance(item, Advice):
+                    doc["out"] = args.out
                 print(json.dumps(finite(doc), allow_nan=False), flush=True)
             else:
                 extra = f"  [{', '.join(what)}]" if what != ["first"] else ""
@@ -202,7 +205,8 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics-port", type=pos_int, metavar="P",
                    help="with --watch: serve qsim_recommended_workers and friends on http://0.0.0.0:P/metrics")
     p.add_argument("--out", metavar="FILE.toml",
-                   help="write the planned scenario (offline: qsim plan FILE.toml with the printed arguments)")
+                   help="write the planned scenario (offline: qsim plan FILE.toml with the printed arguments); "
+                        "with --watch, that of each advice printed")
     p.add_argument("--json", action="store_true",
                    help='print {"recommended_workers": N or null, "concurrency": C, "reason": ..., ...}; with '
                         "--watch one JSON line per change")
