@@ -131,7 +131,7 @@ def test_watch_prints_changes_only_and_ends_on_ctrl_c(measured: tuple[str, Engin
          "--slo", SLO, "--watch", "1", "--replications", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        time.sleep(12)  # the helper's start, then a round a second
+        time.sleep(8)  # the helper's start, then a round a second
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
         out, err = proc.communicate(timeout=30)

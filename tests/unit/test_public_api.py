@@ -22,7 +22,7 @@ LAYERS = {
     "qsim.errors": 0, "qsim.records": 0, "qsim.summary": 0, "qsim.dists": 0, "qsim.safety": 0,
     "qsim.scenario": 1, "qsim.scenario_toml": 1, "qsim.scenarios": 1, "qsim.engine": 1,
     "qsim.model": 2, "qsim.harness": 2,
-    "qsim.analysis": 3, "qsim.calibrate": 3,
+    "qsim.analysis": 3, "qsim.calibrate": 3, "qsim.advise": 3,
     "qsim.cli": 4, "qsim.loadtest": 4,
 }
 
