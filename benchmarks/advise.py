@@ -12,7 +12,7 @@
    (exponential 20 ms jobs at 400/s on 2 workers x 8: a load of 8 busy slots), the median of 5 recomputations at the worker's budget
    (``WORKER_BUDGET``: 5 replications of 5,000 jobs, one process) and at ``qsim advise``'s default
    (auto replications of 10,000 jobs, here one process), for windows holding a quarter and all of
-   the jobs: the calibration (reading and fitting) and the plan.
+   the jobs, and how much of it is the calibration (reading and fitting) rather than the plan.
 
 A throwaway redis-server is started (never 6379).
 
@@ -118,9 +118,12 @@ def cost(url: str, jobs: int) -> list[dict[str, Any]]:
     for share in (0.25, 1.0):
         for label, budget in (("worker", dict(WORKER_BUDGET)),
                               ("cli", {"replications": "auto", "jobs_per_run": 10_000, "processes": 1})):
-            cpu, wall, plan_runs, n = [], [], [], 0
+            cpu, wall, plan_runs, n, fit = [], [], [], 0, []
             for _ in range(5):
                 window = f"{time.time() - (last - share * (last - first)) + 0.5:.3f}s"  # the last `share` of the jobs
+                c0 = time.process_time()
+                from_redis(url, "orders", prefix=run.prefix, since=window)
+                fit.append(time.process_time() - c0)
                 t = time.monotonic()
                 a = advise(url, "orders", SLO, prefix=run.prefix, window=window, **budget)
                 wall.append(time.monotonic() - t)
@@ -128,6 +131,7 @@ def cost(url: str, jobs: int) -> list[dict[str, Any]]:
                 plan_runs.append(a.search["runs"])
                 n = int(a.measured["jobs"])
             rows.append({"budget": label, "window_jobs": n, "cpu_s": statistics.median(cpu),
+                         "calibrate_cpu_s": statistics.median(fit),
                          "wall_s": statistics.median(wall), "model_runs": statistics.median(plan_runs),
                          "recommended": a.recommended_workers})
     redis.Redis.from_url(url).flushdb()
@@ -141,6 +145,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=10.0, help="base arrival rate, jobs/s (default 10)")
     p.add_argument("--cost-jobs", type=int, default=20_000)
     p.add_argument("--quick", action="store_true", help="one run, window 15 s, 4,000 jobs for the cost")
+    p.add_argument("--only", choices=("step", "cost"), help="run only the stepped load or only the cost")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     if a.quick:
@@ -148,17 +153,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="qsim-bench-advise-") as tmp:
         server = RedisServer(Path(tmp) / "redis").start()
         try:
-            runs = [stepped(server.url, a.rate, a.window, seed, Path(tmp)) for seed in range(1, a.runs + 1)]
-            costs = cost(server.url, a.cost_jobs)
+            runs = [stepped(server.url, a.rate, a.window, seed, Path(tmp)) for seed in range(1, a.runs + 1)] \
+                if a.only != "cost" else []
+            costs = cost(server.url, a.cost_jobs) if a.only != "step" else []
         finally:
             server.stop()
     med = {k: statistics.median(r[k] for r in runs) for k in ("rise_windows", "p95_base", "p95_before",
-                                                             "p95_after")}
+                                                             "p95_after")} if runs else {}
     watch_cpu = [c for r in runs for c in r["watch_cpu"]]
-    doc = {"runs": runs, "median": med, "cost": costs, "watch_cpu_median": statistics.median(watch_cpu)}
+    doc = {"runs": runs, "median": med, "cost": costs,
+           "watch_cpu_median": statistics.median(watch_cpu) if watch_cpu else None}
     if a.json:
         print(json.dumps(doc, indent=2, default=float))
         return
+    if runs:
+        print_runs(a, runs, med, watch_cpu)
+    if costs:
+        print_costs(costs)
+
+
+def print_runs(a: argparse.Namespace, runs: list[dict[str, Any]], med: dict[str, float],
+               watch_cpu: list[float]) -> None:
     print(f"stepped load: {a.rate:g} -> {2 * a.rate:g} jobs/s of exponential {MEAN} s jobs, workers x {CONCURRENCY}, "
           f"SLO {SLO}, window {a.window:g} s, {a.runs} run(s)")
     for i, r in enumerate(runs, 1):
@@ -175,11 +190,15 @@ def main() -> None:
           f"{med['p95_after'] / LIMIT:.2f}")
     print(f"watch rounds: median {statistics.median(watch_cpu):.2f} CPU s per recomputation ({len(watch_cpu)} "
           "printed rounds)")
+
+
+def print_costs(costs: list[dict[str, Any]]) -> None:
     print("\nCPU per recomputation (median of 5):")
-    print(f"  {'budget':<7} {'jobs in window':>14} {'CPU s':>7} {'wall s':>7} {'model runs':>10}  recommended")
+    print(f"  {'budget':<7} {'jobs in window':>14} {'CPU s':>7} {'of which calibrate':>18} {'wall s':>7} "
+          f"{'model runs':>10}  recommended")
     for c in costs:
-        print(f"  {c['budget']:<7} {c['window_jobs']:>14,} {c['cpu_s']:>7.2f} {c['wall_s']:>7.2f} "
-              f"{c['model_runs']:>10}  {c['recommended']}")
+        print(f"  {c['budget']:<7} {c['window_jobs']:>14,} {c['cpu_s']:>7.2f} {c['calibrate_cpu_s']:>18.2f} "
+              f"{c['wall_s']:>7.2f} {c['model_runs']:>10}  {c['recommended']}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ plain arithmetic on its fits (no model run):
   (``max / per``), or whose offered load reaches its concurrency limit, keeps
   growing whatever the number of workers: :func:`blocked` says so in words;
 - **search range** for the worker count at concurrency ``c``: from the least
-  count with more slots than the offered load (fewer is surely unstable) up
+  count that keeps the pool at most :data:`MAX_UTILIZATION` busy (with fewer
+  slots than the load the queue grows; close to that, the waits a model run
+  of a few thousand jobs shows depend on the run's length rather than the
+  setting, as the queue's relaxation time grows like ``1 / (1 - rho)^2``) up
   to a count where the pool is at most 30% busy, at least twice the current
   count, and no more than ``ceil(limit / c)`` under a concurrency limit (more
   workers add no capacity there) nor ``max_workers``;
@@ -32,8 +35,10 @@ from qsim.calibrate.pools import PoolFit, runs_of
 from qsim.calibrate.report import Calibration, TypeFit
 
 __all__ = ["attempts_per_job", "type_load", "pool_load", "blocked", "limit_workers", "search_range",
-           "busy_share", "Shutdown", "shutdown_for", "LOW_UTILIZATION", "RUN_MARGIN", "EXIT_MARGIN"]
+           "busy_share", "Shutdown", "shutdown_for", "MAX_UTILIZATION", "LOW_UTILIZATION", "RUN_MARGIN", "EXIT_MARGIN"]
 
+#: The search range's bottom: the least worker count at which the pool is at most this busy.
+MAX_UTILIZATION = 0.95
 #: The search range's top: a worker count at which the pool is at most this busy.
 LOW_UTILIZATION = 0.3
 #: Without a job timeout, the longest run a drain must allow is the longest measured one times this.
@@ -93,7 +98,7 @@ def limit_workers(cal: Calibration, pool: PoolFit, concurrency: int) -> int | No
 def search_range(load: float, concurrency: int, current: int, *, max_workers: int,
                  cap: int | None = None) -> tuple[int, int]:
     """``(lo, hi)``: the worker counts worth simulating (see the module docstring); lo may exceed max_workers."""
-    lo = max(1, math.floor(load / concurrency + 1e-9) + 1)
+    lo = max(1, math.ceil(load / (concurrency * MAX_UTILIZATION) - 1e-9))
     hi = max(lo + 7, math.ceil(load / (concurrency * LOW_UTILIZATION)), 2 * current)
     if cap is not None:
         hi = min(hi, max(cap, lo))

@@ -43,7 +43,7 @@ from qsim.analysis.plan import SLO
 from qsim.errors import QsimError
 
 __all__ = ["AdviceProcess", "watch", "Advisor", "LatestAdvice", "AdviceCollector", "WORKER_BUDGET", "DEFAULT_EVERY",
-           "QUANTILES"]
+           "QUANTILES", "ADVICE_METRICS"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_EVERY = 60.0
 #: The plan's budget in a worker: fixed replications, short runs, one process (a bounded, known cost).
 WORKER_BUDGET: dict[str, Any] = {"replications": 5, "jobs_per_run": 5_000, "processes": 1, "search": "auto"}
+#: The gauges :class:`AdviceCollector` exports.
+ADVICE_METRICS = ("qsim_recommended_workers", "qsim_predicted_wait_seconds", "qsim_advice_slo_reachable",
+                  "qsim_advice_observed_workers", "qsim_advice_arrival_rate", "qsim_advice_cpu_seconds",
+                  "qsim_advice_timestamp_seconds")
 #: ``qsim_predicted_wait_seconds`` quantiles and the Summary fields they come from.
 QUANTILES = (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"))
 

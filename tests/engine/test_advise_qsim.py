@@ -22,6 +22,7 @@ from stepped_load import HERE
 from waiting import wait_until
 
 from qsim.advise import WORKER_BUDGET, Advice, Advisor, Unavailable, advise, watch
+from qsim.advise.live import ADVICE_METRICS
 from qsim.cli import main
 from qsim.engine import Queue
 from qsim.harness.run import EngineResult, run_scenario
@@ -173,6 +174,8 @@ def test_advisor_exports_the_advice_as_gauges(measured: tuple[str, EngineResult]
     p95 = expected.predicted_wait("p95")
     assert p95 is not None and f'qsim_predicted_wait_seconds{{quantile="0.95",queue="orders"}} {p95}' in text
     assert 'qsim_advice_slo_reachable{queue="orders"} 1.0' in text and "qsim_advice_cpu_seconds" in text
+    names = {s.name for fam in registry.collect() for s in fam.samples}
+    assert names == set(ADVICE_METRICS)  # every gauge the docs, the dashboard and deploy/ name
 
 
 def _free_port() -> int:
