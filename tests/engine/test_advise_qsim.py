@@ -124,15 +124,18 @@ def test_a_rate_limit_the_arrivals_exceed_is_said_in_words(measured: tuple[str, 
     assert "rate limit of 4 per 1 s" in doc["reason"] and doc["search"]["runs"] == 0
 
 
-def test_watch_prints_changes_only_and_ends_on_ctrl_c(measured: tuple[str, EngineResult], tmp_path: Path) -> None:
+def test_watch_prints_changes_only_serves_gauges_and_ends_on_ctrl_c(measured: tuple[str, EngineResult]) -> None:
     url, run = measured
-    # Given a watch every second on a queue whose jobs do not change
+    port = _free_port()
+    # Given a watch every second on a queue whose jobs do not change, serving its gauges
     proc = subprocess.Popen(
         [sys.executable, "-m", "qsim", "advise", "--redis", url, "--prefix", run.prefix, "--queue", "orders",
-         "--slo", SLO, "--watch", "1", "--replications", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+         "--slo", SLO, "--watch", "1", "--replications", "5", "--metrics-port", str(port)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        time.sleep(8)  # the helper's start, then a round a second
+        text = wait_until(lambda: _scrape(port, 'qsim_recommended_workers{queue="orders"}'), timeout=60, interval=0.3)
+        time.sleep(4)  # a few more rounds, with nothing to report
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
         out, err = proc.communicate(timeout=30)
@@ -141,6 +144,8 @@ def test_watch_prints_changes_only_and_ends_on_ctrl_c(measured: tuple[str, Engin
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert len(lines) == 2 and "orders: recommended" in lines[0] and lines[1].startswith("  shutdown:"), out
     assert lines[0][:4].isdigit() and lines[0][10] == "T"  # 2024-05-01T12:00:03Z
+    recommended = lines[0].split("recommended ")[1].split(" x ")[0]
+    assert f'qsim_recommended_workers{{queue="orders"}} {float(recommended)}' in text
 
 
 def test_library_watch_and_unavailable_rounds(measured: tuple[str, EngineResult]) -> None:
@@ -184,6 +189,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _scrape(port: int, needle: str) -> str | None:
+    """The metrics page on ``port`` once it holds ``needle`` (None before)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    return text if needle in text else None
+
+
 def _children(pid: int) -> list[int]:
     kids = []
     for entry in Path("/proc").iterdir():
@@ -206,16 +221,8 @@ def test_worker_exports_recommended_workers_next_to_its_metrics(measured: tuple[
          "--prefix", run.prefix, "--concurrency", "2", "--metrics-port", str(port), "--advise-slo", SLO,
          "--advise-every", "5"], cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        def scrape() -> str | None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                    text = r.read().decode()
-            except OSError:
-                return None
-            return text if "qsim_recommended_workers{" in text else None
-
         # Then the advice appears beside the worker's own metrics
-        text = wait_until(scrape, timeout=90, interval=0.5)
+        text = wait_until(lambda: _scrape(port, "qsim_recommended_workers{"), timeout=90, interval=0.5)
         helpers = _children(proc.pid)
         assert helpers, "the advice runs in a helper process"
     finally:
