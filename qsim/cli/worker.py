@@ -120,6 +120,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _redact_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_dlq)
+    _ids_anywhere(p)
+
+
+def _ids_anywhere(p: argparse.ArgumentParser) -> None:
+    """Let ``dlq show --queue q ID`` take the ids after the options too: argparse fills the ``ids``
+    positional (nargs="*") with nothing when an option follows the action, then calls a later id
+    unrecognized. Those leftover plain words are the ids."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
+        ns, rest = parse(args, namespace)
+        words = [a for a in rest if not a.startswith("-")]
+        if words and ns.action in ("show", "retry"):
+            ns.ids = [*ns.ids, *words]
+            rest = [a for a in rest if a.startswith("-")]
+        return ns, rest
+
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
 

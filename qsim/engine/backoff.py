@@ -7,7 +7,16 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Backoff"]
+__all__ = ["Backoff", "MAX_BACKOFF"]
+
+#: Longest delay (seconds) a backoff may give: 365 days. Longer settings are refused, computed
+#: delays are capped at it (an exponential backoff without ``max`` reaches it after ~25 retries).
+MAX_BACKOFF = 365 * 86400.0
+
+
+def _seconds(what: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_BACKOFF:
+        raise ValueError(f"backoff {what} must be a number of seconds in [0, {MAX_BACKOFF:g}], got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -19,7 +28,7 @@ class Backoff:
     Attributes:
         kind: ``"fixed"`` or ``"exponential"``.
         delay: Base delay in seconds.
-        max: Cap on the delay in seconds (``None``: no cap).
+        max: Cap on the delay in seconds (``None``: :data:`MAX_BACKOFF`).
         jitter: Fraction in [0, 1]: the delay is drawn uniformly from
             ``[d * (1 - jitter), d]``.
     """
@@ -32,11 +41,10 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.kind not in ("fixed", "exponential"):
             raise ValueError(f"backoff kind must be 'fixed' or 'exponential', got {self.kind!r}")
-        if not isinstance(self.delay, (int, float)) or not self.delay >= 0:
-            raise ValueError(f"backoff delay must be >= 0, got {self.delay!r}")
-        if self.max is not None and not self.max >= 0:
-            raise ValueError(f"backoff max must be >= 0, got {self.max!r}")
-        if not 0.0 <= self.jitter <= 1.0:
+        _seconds("delay", self.delay)
+        if self.max is not None:
+            _seconds("max", self.max)
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)) or not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"backoff jitter must be in [0, 1], got {self.jitter!r}")
 
     @classmethod
@@ -50,11 +58,10 @@ class Backoff:
         return cls("exponential", float(delay), None if max is None else float(max), float(jitter))
 
     def delay_for(self, failed_attempts: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait after the ``failed_attempts``-th failed attempt (1-based)."""
+        """Seconds to wait after the ``failed_attempts``-th failed attempt (1-based); at most :data:`MAX_BACKOFF`."""
         n = max(1, int(failed_attempts))
         d = self.delay if self.kind == "fixed" else self.delay * 2.0 ** min(n - 1, 60)
-        if self.max is not None:
-            d = min(d, self.max)
+        d = min(d, MAX_BACKOFF if self.max is None else self.max)
         if self.jitter:
             d *= 1.0 - self.jitter * (rng or random).random()
         return d

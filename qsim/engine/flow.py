@@ -23,6 +23,13 @@ are done; ``children_values()`` lacks the dead child and
 ``children_failures()`` maps it to its error. A child is reported to its
 parent once: completing it later (``retry_dead``) records its value.
 
+Retrying from the DLQ (``retry_dead``): a retried child is outstanding again
+(its failure is taken off its parent: ``children_failures()`` and the
+parent's ``child_failed`` mark forget it). A retried parent waits in
+waiting-children again while any child is pending or a "fail" child is still
+dead, and runs once they are done: retry the dead child too, in any order
+(``qsim dlq retry --all`` retries both when they share a queue).
+
 Fan-out: a running handler adds children in one round trip and waits for
 them, reporting progress as they complete::
 
@@ -75,7 +82,7 @@ from qsim.engine.connection import check_decoded, connect, connect_async
 from qsim.engine.job import EnqueuedJob
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
 from qsim.engine.payload import DEFAULT_MAX_PAYLOAD, DEFAULT_WARN_PAYLOAD
-from qsim.engine.protocol import JobSpec
+from qsim.engine.protocol import JobSpec, park_call, with_rate_key
 from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, QueueCore
 from qsim.engine.scripts import (
     Call,
@@ -165,6 +172,12 @@ class _Specs:
                                                  warn_payload=self.warn_payload)
         return keys, policy or "", core.spec(name, data, **opts)
 
+    def learn(self, fields: dict[str, str]) -> None:
+        """Remember the rate-limit keys an add script named (``{queue key base: key}``)."""
+        for queue, core in self.cores.items():
+            if self.keys(queue).base in fields:
+                core.rate_field = fields[self.keys(queue).base]
+
     def children(self, children: Sequence[Any], policy: str) -> list[tuple[QueueKeys, str, JobSpec]]:
         if policy not in CHILD_POLICIES:
             raise ValueError(f"on_child_failure must be one of {', '.join(CHILD_POLICIES)}, got {policy!r}")
@@ -175,6 +188,15 @@ class _Specs:
         if len(ids) != len(set(ids)):
             raise FlowError(f"children ids repeat: {sorted(ids)}")
         return out
+
+
+def _rate_fields(pairs: Sequence[Any]) -> dict[str, str]:
+    """``{queue key base: rate-limit key}`` from the flat pairs of an add script's -4 reply."""
+    return {str(pairs[i]): str(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)}
+
+
+def _rekeyed(keys: QueueKeys, spec: JobSpec, fields: dict[str, str]) -> JobSpec:
+    return with_rate_key(spec, fields[keys.base]) if keys.base in fields else spec
 
 
 def _child_args(children: Sequence[tuple[QueueKeys, str, JobSpec]]) -> list[Any]:
@@ -234,17 +256,28 @@ class FlowCore:
             raise ValueError("a flow's parent cannot have a delay: it runs when its children are done")
         kids = self._specs.children(children, on_child_failure or self.on_child_failure)
         check_one_slot(client, [pkeys, *(k for k, _, _ in kids)])
+        return self._op_add(pkeys, pspec, kids, 0)
+
+    def _op_add(self, pkeys: QueueKeys, pspec: JobSpec, kids: list[tuple[QueueKeys, str, JobSpec]],
+                tries: int) -> Op[FlowJobs]:
         call = Call("add_flow", (pkeys.waiting_children, *dict.fromkeys(k.wait for k, _, _ in kids)),
                     (pkeys.base, *pspec, self.events_maxlen, len(kids), *_child_args(kids)))
 
-        def parse(replies: list[Any]) -> FlowJobs:
+        def parse(replies: list[Any]) -> Any:
             reply = replies[0]
             pid, code = str(reply[0]), int(reply[1])
+            if code == -4:  # a queue's rate-limit key changed: read the values again, resend
+                if tries >= 3:
+                    raise FlowError("the rate-limit key of a flow's queue keeps changing; nothing was added")
+                fields = _rate_fields(reply[2:])
+                self._specs.learn(fields)
+                return self._op_add(pkeys, _rekeyed(pkeys, pspec, fields),
+                                    [(k, p, _rekeyed(k, s, fields)) for k, p, s in kids], tries + 1)
             if code == -3:
                 raise _taken(str(reply[2]))
-            p = EnqueuedJob(pid, pspec.name, pkeys.queue, code == 1)
-            if code == 0:
-                return FlowJobs(p, [], False)
+            if code == 0:  # the parent's id is taken: describe the stored job
+                return FlowJobs(EnqueuedJob(pid, str(reply[2]) or pspec.name, pkeys.queue, False), [], False)
+            p = EnqueuedJob(pid, pspec.name, pkeys.queue, True)
             return FlowJobs(p, [EnqueuedJob(str(cid), s.name, k.queue, True)
                                 for cid, (k, _, s) in zip(reply[2:], kids)], True)
 
@@ -352,20 +385,31 @@ async def add_children(job: Job, children: Sequence[tuple[Any, ...]], *, on_fail
     """Add ``children`` (``(queue, name, data[, options])``) of the running ``job`` in one script call."""
     w = _worker_of(job)
     pk = job_keys(job)
-    specs = _Specs(pk.prefix, pk.group, w.max_payload, w.max_payload)
+    specs = w.flow_state.get("specs")
+    if specs is None:  # kept by the worker: the queues' rate-limit keys, once learnt, stay known
+        specs = w.flow_state["specs"] = _Specs(pk.prefix, pk.group, w.max_payload, w.max_payload)
     kids = specs.children(children, on_failure)
     if not kids:
         return []
     check_one_slot(w.client, [pk, *(k for k, _, _ in kids)])
-    call = Call("add_children", (pk.active, *dict.fromkeys(k.wait for k, _, _ in kids)),
-                (pk.base, job.id, job.token, len(kids), *_child_args(kids)))
-    with redis_errors(f"add children of job {job.id}"):
-        reply = (await run_calls_async(w.client, w.scripts, [call]))[0]
+    for _ in range(4):
+        call = Call("add_children", (pk.active, *dict.fromkeys(k.wait for k, _, _ in kids)),
+                    (pk.base, job.id, job.token, len(kids), *_child_args(kids)))
+        with redis_errors(f"add children of job {job.id}"):
+            reply = (await run_calls_async(w.client, w.scripts, [call]))[0]
+        if int(reply[0]) != -4:
+            break
+        fields = _rate_fields(reply[1:])  # a queue's rate-limit key changed: read the values again, resend
+        specs.learn(fields)
+        kids = [(k, p, _rekeyed(k, s, fields)) for k, p, s in kids]
+    else:
+        raise FlowError("the rate-limit key of a child's queue keeps changing; no child added")
     if int(reply[0]) == -1:
         raise LockLost(f"job {job.id}: this worker no longer holds its lock; no child added")
     if int(reply[0]) == -3:
         raise _taken(str(reply[1]))
-    return [EnqueuedJob(str(cid), s.name, k.queue, True) for cid, (k, _, s) in zip(reply[1:], kids)]
+    return [EnqueuedJob(str(reply[1 + 2 * i]), s.name, k.queue, bool(int(reply[2 + 2 * i])))
+            for i, (k, _, s) in enumerate(kids)]
 
 
 def _decode(v: str) -> Any:
@@ -438,7 +482,7 @@ async def move_to_waiting_children(job: Job) -> None:
     """
     w = _worker_of(job)
     k = job_keys(job)
-    call = Call("park", (k.active, k.waiting_children), (k.job_prefix, job.id, job.token))
+    call = park_call(k, w.events_maxlen, job.id, job.token)
     with redis_errors(f"park job {job.id}"):
         code = int((await run_calls_async(w.client, w.scripts, [call]))[0])
         if code == 2:

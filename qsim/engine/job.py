@@ -17,8 +17,11 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     stalled         times the job's lock expired
     error, traceback  last failure          returnvalue   result (JSON)
     progress        last progress (JSON)
-    log             one "start,end,outcome,worker;" entry per attempt;
+    log             one "start,end,outcome,worker;" entry per attempt (the
+                    latest 16 KB of entries are kept);
                     outcome: completed | failed | stalled | released
+    rkey            the value of the queue's rate-limit key field in the
+                    payload, as text (keyed queues only; read at add time)
 
 Flows (see :mod:`qsim.engine.flow`): a child has ``parent`` (the parent's id),
 ``parent_base`` (the parent queue's key base) and ``parent_policy`` (fail |
@@ -96,7 +99,12 @@ def _parent_ref(pid: str | None, base: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class EnqueuedJob:
-    """What ``add`` returns: the job id and whether this call created it."""
+    """What ``add`` returns: the job id and whether this call created it.
+
+    When the id existed already (``created`` False) ``name`` is the stored
+    job's name, not the one this call asked for. Generated ids are all
+    digits; user ids may not be.
+    """
 
     id: str
     name: str
@@ -257,7 +265,7 @@ class Job:
         """Fan out: add ``(queue, name, data[, options])`` children in one round trip; this job is their parent.
 
         Children whose ``job_id`` already names a child of this job are skipped
-        (so a retried attempt may add the same children again).
+        (``created`` False; so a retried attempt may add the same children again).
 
         Raises:
             LockLost: the worker no longer holds this job's lock (nothing added).

@@ -17,6 +17,8 @@ one Redis Cluster slot and its Lua scripts may touch all of its keys::
     qsim:{orders}:job:<id>      HASH  one job (see qsim.engine.job)
     qsim:{orders}:children:<id> HASH  a parent's finished children: "<queue>:<id>" -> return value (JSON)
     qsim:{orders}:children-failed:<id>  HASH  its dead children: "<queue>:<id>" -> error
+    qsim:{orders}:corrupt       SET   ids of dead jobs whose key held another type than a hash
+                                      (the value is kept aside as ``job:<id>:corrupt``)
     qsim:{orders}:ratelimit     ZSET  recent job starts (score = start time, us) for the
                                       sliding rate limit; ``ratelimit:<value>`` per key value
     qsim:{orders}:wrr:<worker>  HASH  a multi-queue worker's smooth-WRR state (kept on the
@@ -104,6 +106,11 @@ class QueueKeys:
     @property
     def meta(self) -> str:
         return self.base + "meta"
+
+    @property
+    def corrupt(self) -> str:
+        """Ids of jobs whose key held another type (kept aside as ``job:<id>:corrupt``; they are in the DLQ)."""
+        return self.base + "corrupt"
 
     @property
     def marker(self) -> str:

@@ -17,8 +17,15 @@ every machine:
   after the window's first start), which lets ``max`` starts at the end of one
   window and ``max`` more at the start of the next: up to ``2 * max`` in a
   span of ``per``. With ``rate_key`` set, each value of that payload field has
-  its own window (jobs without the field share the value ``""``); the fetch
-  looks at the 64 best waiting jobs for one whose key is under its limit.
+  its own window (jobs without the field share the value ``""``). The value is
+  read from the payload by the producer when the job is added and stored, as
+  text, in the job's ``rkey`` field (numbers keep every digit; ``1.0`` is
+  ``1``); no script decodes a payload. The add scripts check that a producer
+  read the queue's current key and have it read again otherwise, so jobs added
+  after ``set_rate_limit(key=...)`` are keyed by it; jobs already waiting keep
+  the value of the key they were added under (``""`` when there was none).
+  The fetch looks at up to the 1,024 best waiting jobs, 64 at a time, for one
+  whose key is under its limit.
   A worker whose queues are all held back by their rate limit waits exactly
   until the earliest allowed start (the fetch returns that delay).
 * ``aging_ms``: a waiting job's effective priority is

@@ -1,4 +1,4 @@
-"""A worker's two side tasks: batched lock renewal and stalled-job recovery."""
+"""A worker's side tasks: batched lock renewal, stalled-job recovery, and its start-up check of Redis."""
 
 from __future__ import annotations
 
@@ -9,23 +9,27 @@ from typing import Any
 
 import redis
 
+from qsim.engine.connection import display_url
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
 from qsim.engine.protocol import extend_lock_call, recover_stalled_call
 from qsim.engine.scripts import CONNECTION_ERRORS, ScriptSet, run_calls_async
 
-__all__ = ["renew_locks", "recover_stalled"]
+__all__ = ["renew_locks", "recover_stalled", "check_eviction_policy"]
 
 logger = logging.getLogger(__name__)
 
 
 async def renew_locks(
-    client: Any, scripts: ScriptSet, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]]
+    client: Any, scripts: ScriptSet, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]],
+    maxlen: int,
 ) -> None:
     """Every ``interval`` s, renew the locks of all ``held()`` jobs in one script call.
 
     A job whose lock turns out to be lost gets ``job.lock_lost = True`` (its
-    completion will be refused). Redis errors are logged; the loop goes on.
+    completion will be refused); a job whose key turned out to hold another
+    type is lost too (the script moved it to the DLQ, events capped at
+    ``maxlen``). Redis errors are logged; the loop goes on.
     """
     while True:
         await asyncio.sleep(interval)
@@ -34,7 +38,7 @@ async def renew_locks(
             continue
         try:
             lost = (await run_calls_async(client, scripts, [
-                extend_lock_call(keys, lock_ms, [(j.id, j.token) for j in jobs])]))[0]
+                extend_lock_call(keys, lock_ms, [(j.id, j.token) for j in jobs], maxlen)]))[0]
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             logger.warning("could not renew %s locks: %s", len(jobs), e)
             continue
@@ -63,3 +67,19 @@ async def recover_stalled(
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             logger.warning("stalled-job check failed: %s", e)
         await asyncio.sleep(interval)
+
+
+async def check_eviction_policy(client: Any, url: str) -> None:
+    """Warn when Redis may evict keys under memory pressure (jobs would vanish: run it with noeviction)."""
+    try:
+        info = await client.info("memory")
+    except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:  # e.g. an ACL user without INFO
+        logger.debug("cannot read Redis's maxmemory-policy (%s); it must be noeviction", e)
+        return
+    nodes = [info] if "maxmemory_policy" in info else [v for v in info.values() if isinstance(v, dict)]
+    policies = sorted({str(n.get("maxmemory_policy")) for n in nodes if n.get("maxmemory_policy")})
+    bad = [p for p in policies if p != "noeviction"]
+    if bad:
+        logger.warning("Redis at %s runs with maxmemory-policy %s: under memory pressure it may evict job "
+                       "keys and lose jobs. Set maxmemory-policy noeviction (writes then fail with an "
+                       "error instead, and nothing is lost).", display_url(url), ", ".join(bad))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import json
 import logging
 from collections.abc import Iterable
@@ -15,6 +17,7 @@ __all__ = [
     "redact",
     "scrub_text",
     "normalize_fields",
+    "is_sensitive",
     "DEFAULT_REDACT",
     "DEFAULT_MAX_PAYLOAD",
     "DEFAULT_WARN_PAYLOAD",
@@ -24,7 +27,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_REDACT: tuple[str, ...] = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization")
+#: Sensitive field patterns hidden by default. A pattern matches a field name case-insensitively, as a
+#: substring with "-", "_", "." and spaces ignored ("api_key" matches "X-Api-Key" and "apiKey", "token"
+#: matches "access_token"); a pattern with "*", "?" or "[" is a glob on the whole lower-cased name.
+DEFAULT_REDACT: tuple[str, ...] = ("password", "passwd", "secret", "token", "api_key", "authorization",
+                                   "credential", "private_key", "cookie")
 DEFAULT_MAX_PAYLOAD = 512 * 1024
 DEFAULT_WARN_PAYLOAD = 1024
 REDACTED = "***"
@@ -93,16 +100,31 @@ def decode_payload(text: str | None, *, what: str = "data") -> Any:
         raise PayloadError(f"{what} is not valid JSON: {e}") from e
 
 
+_SEPARATORS = str.maketrans("", "", "-_. ")
+_GLOB = frozenset("*?[")
+
+
 def normalize_fields(fields: Iterable[str]) -> frozenset[str]:
-    """Lower-cased set of sensitive field names; validates the input."""
+    """The sensitive field patterns (see :data:`DEFAULT_REDACT`), normalized; validates the input.
+
+    Substring patterns are lower-cased without separators, glob patterns lower-cased.
+    """
     if isinstance(fields, str):
         raise ValueError(f"redact must be a sequence of field names, got the string {fields!r}")
     out = set()
     for f in fields:
-        if not isinstance(f, str) or not f:
+        if not isinstance(f, str) or not f or not f.translate(_SEPARATORS):
             raise ValueError(f"redact field names must be non-empty strings, got {f!r}")
-        out.add(f.lower())
+        out.add(f.lower() if _GLOB & set(f) else f.lower().translate(_SEPARATORS))
     return frozenset(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_sensitive(key: str, fields: frozenset[str]) -> bool:
+    """Whether field name ``key`` matches one of the patterns ``fields`` (from :func:`normalize_fields`)."""
+    low = key.lower()
+    flat = low.translate(_SEPARATORS)
+    return any(fnmatch.fnmatchcase(low, f) if _GLOB & set(f) else f in flat for f in fields)
 
 
 def redact(value: Any, fields: frozenset[str]) -> Any:
@@ -110,7 +132,8 @@ def redact(value: Any, fields: frozenset[str]) -> Any:
     if not fields:
         return value
     if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(k, str) and k.lower() in fields else redact(v, fields)) for k, v in value.items()}
+        return {k: (REDACTED if isinstance(k, str) and is_sensitive(k, fields) else redact(v, fields))
+                for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v, fields) for v in value]
     return value
@@ -119,7 +142,7 @@ def redact(value: Any, fields: frozenset[str]) -> Any:
 def _secrets(value: Any, fields: frozenset[str], out: set[str]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
-            if isinstance(k, str) and k.lower() in fields and v is not None:
+            if isinstance(k, str) and is_sensitive(k, fields) and v is not None:
                 out.add(v if isinstance(v, str) else json.dumps(v))
             else:
                 _secrets(v, fields, out)

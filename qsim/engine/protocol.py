@@ -7,6 +7,7 @@ nothing here does I/O.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -16,8 +17,13 @@ from qsim.engine.scripts import Call
 
 __all__ = [
     "JobSpec",
+    "rate_key_value",
+    "with_rate_key",
+    "MAX_RATE_KEY",
+    "RateKeyChanged",
     "Fetched",
     "MAX_PRIORITY",
+    "EVENTS_MAXLEN",
     "add_call",
     "parse_add",
     "promote_call",
@@ -34,19 +40,28 @@ __all__ = [
     "retry_dead_call",
     "purge_dead_call",
     "progress_call",
+    "park_call",
     "COMPLETE_CODES",
     "FAIL_CODES",
 ]
 
 #: Priorities run from 0 (first) to MAX_PRIORITY; the wait score is priority * 2**32 + seq.
 MAX_PRIORITY = 2**20 - 1
+#: Approximate cap of each queue's event stream (the default of producers and workers).
+EVENTS_MAXLEN = 10_000
 
-COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing"}
-FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing"}
+COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
+FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
 
 
 class JobSpec(NamedTuple):
-    """One job to add, already validated and encoded."""
+    """One job to add, already validated and encoded.
+
+    ``rkey_field`` is the rate-limit key (a payload field) of the job's queue
+    as the producer knows it ("" = none) and ``rkey`` the value of that field
+    in this job (:func:`rate_key_value`); the add scripts refuse a spec built
+    for another key than the queue's (see :func:`with_rate_key`).
+    """
 
     id: str
     name: str
@@ -56,6 +71,43 @@ class JobSpec(NamedTuple):
     max_attempts: int
     backoff: str
     timeout: float
+    rkey_field: str = ""
+    rkey: str = ""
+
+
+#: Key values longer than this are replaced by a digest (they name a Redis key).
+MAX_RATE_KEY = 200
+
+
+def rate_key_value(data: Any, field: str) -> str:
+    """The text of payload field ``field`` that keys the rate limit ("" when absent or not a scalar).
+
+    Numbers keep every digit (``1234567890123456789``), an integral float is
+    its integer (``1.0`` is ``"1"``), booleans are ``"true"``/``"false"``.
+    """
+    if not field or not isinstance(data, dict):
+        return ""
+    v = data.get(field)
+    if isinstance(v, bool):
+        text = "true" if v else "false"
+    elif isinstance(v, int):
+        text = str(v)
+    elif isinstance(v, float):
+        text = str(int(v)) if v.is_integer() else repr(v)
+    elif isinstance(v, str):
+        text = v
+    else:
+        return ""
+    if len(text) > MAX_RATE_KEY:
+        text = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text
+
+
+def with_rate_key(spec: JobSpec, field: str) -> JobSpec:
+    """``spec`` for a queue whose rate-limit key is ``field`` (its value read again from the payload)."""
+    if spec.rkey_field == field:
+        return spec
+    return spec._replace(rkey_field=field, rkey=rate_key_value(json.loads(spec.data), field) if field else "")
 
 
 class Fetched(NamedTuple):
@@ -77,19 +129,39 @@ class Fetched(NamedTuple):
 POLICIES = ("priority", "ordered", "wrr")
 
 
+class RateKeyChanged(Exception):
+    """An add script refused specs built for another rate-limit key: ``fields`` maps queue key base -> key."""
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        super().__init__(f"rate-limit keys are now {fields}")
+        self.fields = fields
+
+
 def add_call(k: QueueKeys, specs: Sequence[JobSpec]) -> Call:
-    args: list[Any] = [k.job_prefix, len(specs)]
+    """One ``add`` call; the jobs are sent for the rate-limit key field of the first (the others are
+    read again for it if they differ), their key values only when there is one."""
+    field = specs[0].rkey_field if specs else ""
+    args: list[Any] = [k.job_prefix, len(specs), field]
     for s in specs:
-        args.extend(s)
-    return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq), args)
+        if s.rkey_field != field:
+            s = with_rate_key(s, field)
+        args.extend(s[:8])
+        if field:
+            args.append(s.rkey)
+    return Call("add", (k.wait, k.delayed, k.marker, k.id_counter, k.seq, k.meta), args)
 
 
-def parse_add(reply: list[Any]) -> list[tuple[str, bool]]:
-    return [(str(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)]
+def parse_add(reply: list[Any]) -> list[tuple[str, bool, str]]:
+    """``(id, created, stored name)`` per job (the name of a job that existed already, else "");
+    raises :class:`RateKeyChanged` when the script refused the specs."""
+    if reply and isinstance(reply[0], int):
+        raise RateKeyChanged({str(reply[i]): str(reply[i + 1]) for i in range(1, len(reply), 2)})
+    return [(str(reply[i]), True, "") if reply[i + 1] == 1 else (str(reply[i]), False, str(reply[i + 1]))
+            for i in range(0, len(reply), 2)]
 
 
-def promote_call(k: QueueKeys, limit: int = 1000) -> Call:
-    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit))
+def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -> Call:
+    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit, maxlen))
 
 
 def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str) -> Call:
@@ -143,8 +215,8 @@ def fail_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str, str, st
     return Call("fail", (k.active, k.wait, k.delayed, k.dead, k.events, k.marker, k.seq), args)
 
 
-def extend_lock_call(k: QueueKeys, lock_ms: int, items: Iterable[tuple[str, str]]) -> Call:
-    args: list[Any] = [k.job_prefix, lock_ms]
+def extend_lock_call(k: QueueKeys, lock_ms: int, items: Iterable[tuple[str, str]], maxlen: int = EVENTS_MAXLEN) -> Call:
+    args: list[Any] = [k.job_prefix, lock_ms, maxlen]
     for it in items:
         args.extend(it)
     return Call("extend_lock", (k.active,), args)
@@ -158,15 +230,18 @@ def recover_stalled_call(k: QueueKeys, maxlen: int, max_stalled: int, limit: int
     )
 
 
-def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str]]) -> Call:
+def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str] | tuple[str, str, bool]]) -> Call:
+    """Hand jobs back: ``(id, token[, started])``; ``started`` (default True) False for a job whose handler
+    never ran (no attempt is logged for it)."""
     args: list[Any] = [k.job_prefix, maxlen]
     for it in items:
-        args.extend(it)
+        args.extend((it[0], it[1], "1" if len(it) < 3 or it[2] else ""))
     return Call("release", (k.active, k.wait, k.events, k.marker, k.seq), args)
 
 
 def retry_dead_call(k: QueueKeys, maxlen: int, ids: Sequence[str], limit: int = 1000) -> Call:
-    return Call("retry_dead", (k.dead, k.wait, k.events, k.marker, k.seq), (k.job_prefix, maxlen, limit, *ids))
+    return Call("retry_dead", (k.dead, k.wait, k.events, k.marker, k.seq, k.waiting_children),
+                (k.job_prefix, maxlen, limit, *ids))
 
 
 def purge_dead_call(k: QueueKeys, limit: int = 1000) -> Call:
@@ -175,3 +250,7 @@ def purge_dead_call(k: QueueKeys, limit: int = 1000) -> Call:
 
 def progress_call(k: QueueKeys, maxlen: int, job_id: str, token: str, value_json: str) -> Call:
     return Call("progress", (k.events,), (k.job_prefix, maxlen, job_id, token, value_json))
+
+
+def park_call(k: QueueKeys, maxlen: int, job_id: str, token: str) -> Call:
+    return Call("park", (k.active, k.waiting_children, k.wait, k.meta, k.marker), (k.job_prefix, maxlen, job_id, token))

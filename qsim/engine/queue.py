@@ -8,6 +8,7 @@ differ in how they send them, so every operation is written once.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,28 +30,37 @@ from qsim.engine.payload import (
     scrub_text,
 )
 from qsim.engine.protocol import (
+    EVENTS_MAXLEN,
     MAX_PRIORITY,
     JobSpec,
+    RateKeyChanged,
     add_call,
     parse_add,
     purge_dead_call,
+    rate_key_value,
     retry_dead_call,
+    with_rate_key,
 )
 from qsim.engine.scripts import Op, ScriptSet, command, run_op, run_op_async
-from qsim.errors import JobNotFound
+from qsim.errors import EngineError, JobNotFound
 
-__all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN"]
+__all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN", "MAX_NAME"]
 
 logger = logging.getLogger(__name__)
 
 #: Completed jobs kept per queue unless ``set_retention`` says otherwise.
 DEFAULT_KEEP_COMPLETED = 10_000
 #: Approximate cap of each queue's event stream.
-DEFAULT_EVENTS_MAXLEN = 10_000
+DEFAULT_EVENTS_MAXLEN = EVENTS_MAXLEN
 _CHUNK = 1000
+#: Longest job name and job_id (both are copied into every event and log line of the job).
+MAX_NAME = 256
 
 
 def _redis_url_kwargs() -> dict[str, Any]:
+    """Client options of both producers. Neither resends a command after a connection error (redis-py's
+    default without ``retry_on_error``): the error is raised as RedisUnavailable, and the caller retries
+    an add with the same ``job_id`` (a no-op when the first one was written)."""
     return {"decode_responses": True, "socket_connect_timeout": 5.0, "health_check_interval": 0}
 
 
@@ -93,6 +103,9 @@ class QueueCore:
         self.warn_payload = warn_payload
         self.redact_fields = normalize_fields(redact)
         self.events_maxlen = events_maxlen
+        #: The queue's rate-limit key (payload field) as last heard from Redis ("" = none); the add
+        #: scripts say when it changed and the specs are read again.
+        self.rate_field = ""
 
     # -- validation -------------------------------------------------------
     def spec(
@@ -110,21 +123,31 @@ class QueueCore:
         """Validate and encode one job (raises ValueError / PayloadError)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
+        if len(name) > MAX_NAME:
+            raise ValueError(f"job name must be at most {MAX_NAME} characters, got {len(name)} ({name[:40]!r}...)")
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
             raise ValueError(f"priority must be an int in [0, {MAX_PRIORITY}], got {priority!r}")
-        if not isinstance(delay, (int, float)) or not delay >= 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < math.inf:
+            raise ValueError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ValueError(f"backoff must be a Backoff or None, got {backoff!r}")
-        if not isinstance(timeout, (int, float)) or not timeout >= 0:
-            raise ValueError(f"timeout must be >= 0 seconds (0 = none), got {timeout!r}")
-        if job_id is not None and (not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; ")):
-            raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
+            raise ValueError(f"timeout must be a finite number of seconds >= 0 (0 = none), got {timeout!r}")
+        if job_id is not None:
+            if not isinstance(job_id, str) or not job_id or any(c in job_id for c in ",; "):
+                raise ValueError(f"job_id must be a non-empty string without ',', ';' or spaces, got {job_id!r}")
+            if len(job_id) > MAX_NAME:
+                raise ValueError(f"job_id must be at most {MAX_NAME} characters, got {len(job_id)} "
+                                 f"({job_id[:40]!r}...)")
+            if job_id.isascii() and job_id.isdigit():
+                raise ValueError(f"job_id must not be all digits (ids of that form are the generated ones: give "
+                                 f"yours a letter, e.g. 'order-{job_id}'), got {job_id!r}")
         text = encode_payload(
             data, what=f"job {name!r} data", max_bytes=self.max_payload, warn_bytes=self.warn_payload
         )
+        field = self.rate_field
         return JobSpec(
             job_id or "",
             name,
@@ -134,22 +157,47 @@ class QueueCore:
             attempts,
             backoff.to_json() if backoff else "",
             float(timeout),
+            field,
+            rate_key_value(data, field) if field else "",
         )
 
     # -- operations ---------------------------------------------------------
     def op_add(self, specs: Sequence[JobSpec]) -> Op[list[EnqueuedJob]]:
-        calls = [add_call(self.keys, specs[i : i + _CHUNK]) for i in range(0, len(specs), _CHUNK)]
-        names = [s.name for s in specs]
+        """Add ``specs`` (chunks of 1000 per script call, one round trip).
 
-        def parse(replies: list[Any]) -> list[EnqueuedJob]:
-            pairs = [p for r in replies for p in parse_add(r)]
-            out = [EnqueuedJob(jid, n, self.name, created) for (jid, created), n in zip(pairs, names)]
+        A chunk the script refuses because the queue's rate-limit key is not
+        the one its specs were read for (``set_rate_limit(key=...)`` since this
+        producer last added) is read again for that key and resent, alone.
+        """
+        chunks = [list(specs[i : i + _CHUNK]) for i in range(0, len(specs), _CHUNK)]
+        done: list[list[EnqueuedJob]] = [[] for _ in chunks]
+        return self._op_add_chunks(chunks, done, list(range(len(chunks))), 0)
+
+    def _op_add_chunks(self, chunks: list[list[JobSpec]], done: list[list[EnqueuedJob]], todo: list[int],
+                       tries: int) -> Op[list[EnqueuedJob]]:
+        def parse(replies: list[Any]) -> Any:
+            again = []
+            for i, reply in zip(todo, replies):
+                try:
+                    pairs = parse_add(reply)
+                except RateKeyChanged as e:
+                    self.rate_field = e.fields.get(self.keys.base, "")
+                    chunks[i] = [with_rate_key(s, self.rate_field) for s in chunks[i]]
+                    again.append(i)
+                    continue
+                done[i] = [EnqueuedJob(jid, stored or s.name, self.name, created)
+                           for (jid, created, stored), s in zip(pairs, chunks[i])]
+            if again:
+                if tries >= 3:
+                    raise EngineError(f"the rate-limit key of queue {self.name!r} keeps changing; jobs not added")
+                return self._op_add_chunks(chunks, done, again, tries + 1)
+            out = [e for d in done for e in d]
             for e in out:
                 if not e.created:
                     logger.debug("job %s already exists in queue %s: not added again", e.id, self.name)
             return out
 
-        return Op(calls, parse)
+        return Op([add_call(self.keys, chunks[i]) for i in todo], parse)
 
     def op_get_job(self, job_id: str, redact_data: bool = False) -> Op[JobInfo]:
         def parse(replies: list[Any]) -> JobInfo:
@@ -323,11 +371,14 @@ class Queue(QueueCore):
             attempts: Total attempts before the dead-letter queue.
             backoff: Delay between attempts (``Backoff.fixed`` / ``Backoff.exponential``).
             timeout: Per-attempt timeout in seconds (0 = none).
-            job_id: Your id; adding an existing id again is a no-op (``created=False``).
+            job_id: Your id (not all digits: that is the form of generated ids); adding an
+                existing id again is a no-op (``created=False``, the stored job's name).
 
         Raises:
             PayloadError: ``data`` is not plain JSON or too large (nothing is written).
-            RedisUnavailable: Redis cannot be reached.
+            RedisUnavailable: Redis cannot be reached or the connection broke; the job may or may
+                not have been written (nothing is resent behind your back): retry with the same
+                ``job_id`` to be safe.
         """
         spec = self.spec(name, data, priority=priority, delay=delay, attempts=attempts, backoff=backoff,
                          timeout=timeout, job_id=job_id)
@@ -369,6 +420,7 @@ class Queue(QueueCore):
         """At most ``max`` job starts in any ``per`` s window, all workers together; with ``key``,
         per value of that payload field (None: no limit). See :mod:`qsim.engine.limiter`."""
         self._run(limiter.op_set_rate_limit(self.keys, max, per, key), "set_rate_limit")
+        self.rate_field = (key or "") if max is not None else ""
 
     def set_aging(self, seconds: float | None) -> None:
         """A waiting job gains one priority level per ``seconds`` waited (None: off)."""
@@ -418,11 +470,9 @@ class AsyncQueue(QueueCore):
     ) -> None:
         super().__init__(name, **options)
         if isinstance(redis, str):
-            import redis.asyncio as _ra
-
-            # like the sync client: retry a command once the connection is re-made (e.g. after a restart)
-            retry_on = [_ra.ConnectionError, _ra.TimeoutError]
-            self.client: Any = connect_async(redis, retry_on_error=retry_on, **_redis_url_kwargs())
+            # Like the sync Queue: no command is resent on a connection error (an add whose reply was lost
+            # may have been written; resending one without job_id would add the job twice).
+            self.client: Any = connect_async(redis, **_redis_url_kwargs())
             self._owns = True
         else:
             _check_decoded(redis)
@@ -478,6 +528,7 @@ class AsyncQueue(QueueCore):
 
     async def set_rate_limit(self, max: int | None, per: float = 1.0, *, key: str | None = None) -> None:  # noqa: A002
         await self._run(limiter.op_set_rate_limit(self.keys, max, per, key), "set_rate_limit")
+        self.rate_field = (key or "") if max is not None else ""
 
     async def set_aging(self, seconds: float | None) -> None:
         await self._run(limiter.op_set_aging(self.keys, seconds), "set_aging")

@@ -62,7 +62,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
 )
 
 #: Lua files pasted into scripts at a line ``-- @include <name>`` (not scripts themselves).
-LUA_INCLUDES: tuple[str, ...] = ("flow_lib",)
+LUA_INCLUDES: tuple[str, ...] = ("job_lib", "flow_lib")
 
 #: Errors after which a retry on a fresh connection may succeed.
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (

@@ -32,7 +32,6 @@ import random
 import secrets
 import signal
 import socket
-import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -44,7 +43,8 @@ from qsim.engine.connection import connect_async, is_cluster_url, display_url
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
-from qsim.engine.maintenance import recover_stalled, renew_locks
+from qsim.engine.failures import corrupt_fields, describe
+from qsim.engine.maintenance import check_eviction_policy, recover_stalled, renew_locks
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_REDACT,
@@ -82,23 +82,6 @@ EXIT_CUT_OFF = 3
 _PROMOTE_EVERY = 0.05
 _MAX_RECONNECT_DELAY = 5.0
 _FINAL_FLUSH_TIMEOUT = 10.0
-
-
-def _corrupt_fields(f: Fetched) -> str:
-    """Name the fields of a fetched job hash that cannot be read ("" if none is found)."""
-    bad = []
-    for name, conv in (("attempts_made", int), ("max_attempts", int), ("timeout", float)):
-        value = getattr(f, name)
-        try:
-            conv(value or 0)
-        except ValueError:
-            bad.append(f"{name}={value[:40]!r}")
-    if f.backoff:
-        try:
-            Backoff.from_json(f.backoff)
-        except (ValueError, KeyError, TypeError) as e:
-            bad.append(f"backoff={f.backoff[:40]!r} ({e})")
-    return ", ".join(bad) + (" cannot be read" if bad else "")
 
 
 class Worker:
@@ -240,6 +223,8 @@ class Worker:
         self.handle_signals = handle_signals
         wid = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.id = wid.replace(",", "_").replace(";", "_")
+        #: State the flow helpers (qsim.engine.flow) keep per worker, e.g. the queues' rate-limit keys.
+        self.flow_state: dict[str, Any] = {}
         self._emitter = Emitter()
         self._rng = random.Random()
         self._lock_ms = int(self.lock_duration * 1000)
@@ -273,6 +258,7 @@ class Worker:
         except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
             await self.client.aclose()
             raise RedisUnavailable(f"cannot reach Redis at {display_url(self.url)}: {e}") from e
+        await check_eviction_policy(self.client, self.url)
         self._running = True
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)
@@ -281,7 +267,7 @@ class Worker:
             held = self._held if len(self.all_keys) == 1 else self._held_of(k.queue)
             side += [
                 asyncio.ensure_future(renew_locks(self.client, self.scripts, k, self._lock_ms,
-                                                  self.lock_duration / 2, held)),
+                                                  self.lock_duration / 2, held, self.events_maxlen)),
                 asyncio.ensure_future(recover_stalled(self.client, self.scripts, k, self.events_maxlen,
                                                       self.max_stalled, self.stalled_interval,
                                                       lambda jid: self._emitter.emit("stalled", jid))),
@@ -324,7 +310,8 @@ class Worker:
         self._active: dict[str, tuple[Job, asyncio.Task[None]]] = {}
         self._acks: list[tuple[Job, str, Any]] = []
         self._fails: list[tuple[Job, str, str, int, BaseException]] = []
-        self._releases: list[Job] = []
+        self._releases: list[tuple[Job, bool]] = []  # (job, its handler was started)
+        self._cutting: set[asyncio.Future[None]] = set()  # handler tasks this worker cancels (shutdown cut-off)
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._force = asyncio.Event()
@@ -337,6 +324,10 @@ class Worker:
         self._next_promote = 0.0
         self._next_due = 0.0  # loop time the next delayed job is due (inf: none)
         self._fetch_seq = 0
+        # Lock tokens are "<worker id>:<random>:<fetch>:<k>": the random part differs per run, so replicas or
+        # restarts sharing a fixed worker_id never repeat a token (a stale completion is refused, rate-limit
+        # window entries, keyed by token, never merge).
+        self._token_base = f"{self.id}:{secrets.token_hex(4)}"
         self._exit_code = EXIT_DRAINED
         self._inflight = 0
         self._reserved = 0
@@ -413,22 +404,22 @@ class Worker:
             for k, sub in self._groups(fails):
                 calls.append(fail_call(k, self.events_maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in sub]))
             for k, sub in self._groups(rels):
-                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token) for j in sub]))
+                calls.append(release_call(k, self.events_maxlen, [(j.id, j.token, started) for j, started in sub]))
             if promote:
-                calls += [promote_call(k) for k in self.all_keys]
+                calls += [promote_call(k, maxlen=self.events_maxlen) for k in self.all_keys]
                 self._next_promote = now + _PROMOTE_EVERY
             n = min(slots, self.batch_size) if fetch else 0
             if n:
                 self._fetch_seq += 1
                 calls.append(fetch_multi_call(self.all_keys, n, self._lock_ms, self.id,
-                                              f"{self.id}:{self._fetch_seq}", self.policy, self.weights))
+                                              f"{self._token_base}:{self._fetch_seq}", self.policy, self.weights))
                 self._reserved += n
             self._inflight += 1
             tick = asyncio.ensure_future(self._tick(calls, acks, fails, rels, promote, n))
             self._ticks.add(tick)
             tick.add_done_callback(self._ticks.discard)
 
-    async def _tick(self, calls: list[Call], acks: list[Any], fails: list[Any], rels: list[Job], promote: bool,
+    async def _tick(self, calls: list[Call], acks: list[Any], fails: list[Any], rels: list[tuple[Job, bool]], promote: bool,
                     n: int) -> None:
         """Send one batch (one round trip) and act on the replies."""
         loop = asyncio.get_running_loop()
@@ -466,7 +457,7 @@ class Worker:
             self._inflight -= 1
             self._wake.set()
 
-    def _after_tick(self, replies: list[Any], acks: list[Any], fails: list[Any], rels: list[Job], promote: bool,
+    def _after_tick(self, replies: list[Any], acks: list[Any], fails: list[Any], rels: list[tuple[Job, bool]], promote: bool,
                     n: int) -> None:
         """Act on the replies of one batch, in the order the calls were made."""
         loop = asyncio.get_running_loop()
@@ -494,7 +485,9 @@ class Worker:
                 self._rate_held = {h - 1 for h in held}
             else:
                 self._rate_until, self._rate_held = 0.0, set()
-            if got:
+            if got and self._closing:
+                self._hand_back(got)
+            elif got:
                 self._start(got)
 
     def _groups(self, items: Sequence[Any]) -> list[tuple[QueueKeys, list[Any]]]:
@@ -530,6 +523,13 @@ class Worker:
         self._next_promote = 0.0
         self._wake.set()
 
+    def _hand_back(self, got: list[Fetched]) -> None:
+        """Jobs whose fetch was in flight when the stop came: back to the queue unstarted (no attempt counted)."""
+        logger.info("worker %s is stopping: handing %s just-fetched jobs back", self.id, len(got))
+        for f in got:
+            queue = self.queues[int(f.queue_index) - 1]
+            self._releases.append((Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self), False))
+
     def _start(self, got: list[Fetched]) -> None:
         for f in got:
             try:
@@ -537,7 +537,7 @@ class Worker:
             except (ValueError, KeyError, TypeError, RecursionError, PayloadError) as e:
                 queue = self.queues[int(f.queue_index) - 1]
                 if not isinstance(e, PayloadError):
-                    e = PayloadError(f"job hash is corrupt: {_corrupt_fields(f) or e}")
+                    e = PayloadError(f"job hash is corrupt: {corrupt_fields(f) or e}")
                 logger.error("job %s of queue %s is corrupt (%s): moving it to the DLQ", f.id, queue, e)
                 job = Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self)
                 err = e
@@ -570,7 +570,7 @@ class Worker:
                 await self._slots.acquire()
                 slot = True
                 if self._closing:  # never started: hand it back, the attempt does not count
-                    self._releases.append(job)
+                    self._releases.append((job, False))
                     return
             if job.timeout > 0:
                 cm = asyncio.timeout(job.timeout)
@@ -586,8 +586,11 @@ class Worker:
             rv = "null" if result is None else encode_payload(
                 result, what=f"job {job.id} return value", max_bytes=self.max_payload, warn_bytes=self.max_payload)
             self._acks.append((job, rv, result))
-        except asyncio.CancelledError:
-            self._releases.append(job)
+        except asyncio.CancelledError as e:
+            if asyncio.current_task() in self._cutting:
+                self._releases.append((job, True))  # cut off at shutdown: handed back, the attempt does not count
+            else:
+                self._failed(job, e)  # the handler's own CancelledError: a failed attempt like any error
         except WaitingForChildren:
             pass  # the park script took the job out of active: nothing to acknowledge
         except Exception as e:  # noqa: BLE001 - a handler may raise anything
@@ -605,15 +608,18 @@ class Worker:
             self._changed.set()
 
     def _failed(self, job: Job, e: BaseException) -> None:
-        f = self.redact_fields
-        err = scrub_text(f"{type(e).__name__}: {e}", job.data, f)[:2000]
-        tb = scrub_text("".join(traceback.format_exception(e)), job.data, f)[-20000:]
-        if isinstance(e, UnrecoverableError):
-            delay = -1
-        elif job.backoff is not None:
-            delay = int(job.backoff.delay_for(job.attempt, self._rng) * 1000)
-        else:
-            delay = 0
+        """Queue the failure of ``job``'s attempt; never raises (a failure not sent would leave the job to stall)."""
+        err, tb, delay = f"{type(e).__name__}: <the error could not be recorded>", "", 0
+        try:
+            text, trace = describe(e)
+            err = scrub_text(text, job.data, self.redact_fields)[:2000]
+            tb = scrub_text(trace, job.data, self.redact_fields)[-20000:]  # (only ever the scrubbed text)
+            if isinstance(e, UnrecoverableError):
+                delay = -1
+            elif job.backoff is not None:
+                delay = int(job.backoff.delay_for(job.attempt, self._rng) * 1000)
+        except BaseException as x:  # noqa: BLE001 - record the attempt whatever went wrong
+            logger.error("job %s: recording its failure raised %s; recorded as %r", job.id, type(x).__name__, err)
         logger.warning("job %s (%s) attempt %s/%s failed: %s", job.id, job.name, job.attempt, job.max_attempts, err)
         self._fails.append((job, err, tb, delay, e))
 
@@ -625,7 +631,7 @@ class Worker:
                 if emit:
                     self._emitter.emit("completed", job, result)
             elif code < 0:
-                self._lost(job, "completion")
+                self._lost(job, "completion", code)
 
     def _after_fail(self, fails: list[tuple[Job, str, str, int, BaseException]], codes: list[int]) -> None:
         self.processed += len(fails)
@@ -638,12 +644,16 @@ class Worker:
                 else:
                     self._emitter.emit("retrying", job, exc)
             elif code < 0:
-                self._lost(job, "failure")
+                self._lost(job, "failure", code)
 
-    def _lost(self, job: Job, what: str) -> None:
+    def _lost(self, job: Job, what: str, code: int = -1) -> None:
         job.lock_lost = True
-        logger.warning("job %s: %s refused, this worker no longer holds its lock (it stalled or was "
-                       "recovered elsewhere)", job.id, what)
+        if code == -3:
+            logger.error("job %s: %s refused, its key holds another type than a hash: moved to the DLQ "
+                         "(and the queue's corrupt set)", job.id, what)
+        else:
+            logger.warning("job %s: %s refused, this worker no longer holds its lock (it stalled or was "
+                           "recovered elsewhere)", job.id, what)
         self._emitter.emit("lock_lost", job)
 
     def _held_of(self, queue: str) -> Callable[[], list[Job]]:
@@ -688,11 +698,12 @@ class Worker:
             self._exit_code = EXIT_CUT_OFF
             logger.warning("cutting off %s jobs still running after %s s; handing them back", len(tasks), grace)
             for t in tasks:
+                self._cutting.add(t)
                 t.cancel()
             await asyncio.wait(tasks, timeout=5.0)
             for job, t in list(self._active.values()):
                 logger.error("job %s ignored cancellation; handing it back anyway", job.id)
-                self._releases.append(job)
+                self._releases.append((job, True))
         self._stopped = True
         self._wake.set()
 
@@ -700,6 +711,7 @@ class Worker:
         """run() itself was cancelled: hand back what runs, best effort, quickly."""
         jobs = [j for j, _ in self._active.values()]
         for _, t in self._active.values():
+            self._cutting.add(t)
             t.cancel()
         if jobs:
             self._exit_code = EXIT_CUT_OFF

@@ -360,12 +360,14 @@ def test_retried_fan_out_parent_does_not_add_or_count_its_children_twice(redis_u
         q = AsyncQueue("fan", redis=redis_url)
         await q.add("split", {}, job_id="p", attempts=2)
         runs: list[int] = []
+        created: list[list[bool]] = []
 
         async def handler(job: Job) -> Any:
             if job.name == "piece":
                 return job.data["i"]
             runs.append(job.attempt)
-            await job.add_children([("fan", "piece", {"i": i}, {"job_id": f"{job.id}-{i}"}) for i in range(10)])
+            added = await job.add_children([("fan", "piece", {"i": i}, {"job_id": f"{job.id}-{i}"}) for i in range(10)])
+            created.append([c.created for c in added])
             if job.attempt == 1:
                 raise RuntimeError("crashed after fanning out")
             return sum((await job.wait_children(progress=False)).values())
@@ -376,6 +378,7 @@ def test_retried_fan_out_parent_does_not_add_or_count_its_children_twice(redis_u
         await run_workers([Worker("fan", handler, redis=redis_url, concurrency=4, **FAST)], done)
         p = await q.get_job("p")
         assert runs == [1, 2] and p.returnvalue == sum(range(10))
+        assert created == [[True] * 10, [False] * 10]  # the retried attempt's children existed already
         assert len(await q.job_records()) == 11
         await q.close()
 
@@ -403,10 +406,10 @@ def test_sync_flow_producer_adds_the_same_flow(redis_url: str) -> None:
 
     # Given a flow added from sync code (a web app, a Locust user)
     with SyncFlowProducer(redis=redis_url, on_child_failure="ignore") as flows:
-        added = flows.add(parent=("inv", "total", {}, {"priority": 2}),
+        added = flows.add(parent=("inv", "total", {}, {"priority": 2, "job_id": "t1"}),
                           children=[("data", "part", {"v": v}, {"attempts": 2}) for v in range(3)])
-        again = flows.add(parent=("inv", "total", {}, {"job_id": added.parent.id}), children=[("data", "part", {})])
-    assert added.created and len(added.children) == 3 and not again.created
+        again = flows.add(parent=("inv", "again", {}, {"job_id": added.parent.id}), children=[("data", "part", {})])
+    assert added.created and len(added.children) == 3 and not again.created and again.parent.name == "total"
     inv = Queue("inv", redis=redis_url)
     p = inv.get_job(added.parent.id)
     assert p.state == "waiting_children" and p.priority == 2

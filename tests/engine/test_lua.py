@@ -46,7 +46,7 @@ def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_c
     # Given jobs of priorities 5, 1, 5, 1, 0 added in that order
     ids = P.parse_add(call(P.add_call(K, [spec("a", prio=5), spec("b", prio=1), spec("c", prio=5),
                                             spec("d", prio=1), spec("e", prio=0)])))
-    assert ids == [("a", True), ("b", True), ("c", True), ("d", True), ("e", True)]
+    assert ids == [("a", True, ""), ("b", True, ""), ("c", True, ""), ("d", True, ""), ("e", True, "")]
     # When one worker fetches them all
     got = fetch(call)
     # Then lower priority first, FIFO within a level, each locked with its own token
@@ -61,7 +61,7 @@ def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_c
 def test_add_dedups_by_id_and_generates_ids(call: Any, redis_client: redis.Redis) -> None:
     first = P.parse_add(call(P.add_call(K, [spec("same"), spec(""), spec("")])))
     again = P.parse_add(call(P.add_call(K, [spec("same", name="other")])))
-    assert first[0] == ("same", True) and again == [("same", False)]
+    assert first[0] == ("same", True, "") and again == [("same", False, "t")]
     assert first[1][0] != first[2][0]
     assert redis_client.hget(K.job("same"), "name") == "t"
     assert redis_client.zcard(K.wait) == 3
@@ -196,3 +196,34 @@ def test_scripts_survive_script_flush(redis_client: redis.Redis) -> None:
     redis_client.script_flush()
     replies = run_calls(redis_client, scripts, [P.add_call(K, [spec("a")]), P.promote_call(K)])
     assert replies == [["a", 1], -1]
+
+
+def test_park_frees_a_limited_slot_and_wakes_an_idle_worker(call: Any, redis_client: redis.Redis) -> None:
+    from qsim.engine import limiter
+
+    # Given a queue limited to one active job: a parent runs, another job waits, idle workers block on
+    # the marker, which the fetch at the limit deleted
+    for c in limiter.op_set_concurrency_limit(K, 1).calls:
+        call(c)
+    call(P.add_call(K, [spec("parent"), spec("other")]))
+    (p,) = fetch(call)
+    assert p.id == "parent" and redis_client.llen(K.marker) == 0
+    redis_client.hset(K.job("parent"), "pending_children", 1)  # (a child it added still runs)
+    # When the parent parks in waiting-children
+    assert call(P.park_call(K, 100, "parent", p.token)) == 1
+    # Then the slot it freed wakes a waiting worker, which takes the other job
+    assert redis_client.llen(K.marker) == 1
+    assert [f.id for f in fetch(call)] == ["other"]
+
+
+def test_release_of_a_job_never_started_leaves_no_trace_of_its_fetch(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a"), spec("b")]))
+    got = {f.id: f for f in fetch(call)}
+    # a was cut off (its handler ran), b was fetched ahead and never started
+    assert call(P.release_call(K, 100, [("a", got["a"].token, True), ("b", got["b"].token, False)])) == 2
+    a, b = redis_client.hgetall(K.job("a")), redis_client.hgetall(K.job("b"))
+    assert a["log"].endswith(",released,w1;") and "started_at" in a
+    assert "log" not in b and "started_at" not in b and b["state"] == "waiting"
+    # b's next fetch is its first start
+    again = {f.id: f for f in fetch(call)}
+    assert again["b"].wait != "" and again["a"].wait == ""

@@ -15,6 +15,7 @@ from engine_helpers import wait_until
 from qsim.engine import EXIT_CUT_OFF, AsyncQueue, Job, Queue, Worker
 from qsim.engine import protocol as P
 from qsim.engine.scripts import ScriptSet, run_calls
+from qsim.errors import RedisUnavailable
 from redis_server import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.chaos]
@@ -155,7 +156,15 @@ def test_worker_survives_losing_an_unpersisted_redis(own_redis: RedisServer) -> 
         own_redis.kill()
         await asyncio.sleep(0.5)
         await asyncio.to_thread(own_redis.start)
-        await q.add("t", {}, job_id="after")  # a fresh, empty Redis; the producer reconnects too
+        # a fresh, empty Redis. The producer never resends behind the caller's back: the first command on
+        # its stale connection raises, the caller retries with the same job_id, the producer reconnects
+        for attempt in range(3):
+            try:
+                await q.add("t", {}, job_id="after")
+                break
+            except RedisUnavailable:
+                assert attempt < 2
+                await asyncio.sleep(0.1)
         async with asyncio.timeout(15):
             while (await q.counts())["completed"] < 1:
                 await asyncio.sleep(0.02)

@@ -89,9 +89,12 @@ def test_payload_size_limits(redis_url: str, redis_client: redis.Redis, caplog: 
     [
         ({"priority": -1}, "priority must be an int in"),
         ({"attempts": 0}, "attempts must be an int >= 1, got 0"),
-        ({"delay": -2}, "delay must be >= 0 seconds, got -2"),
-        ({"timeout": -1}, "timeout must be >= 0"),
+        ({"delay": -2}, "delay must be a finite number of seconds >= 0, got -2"),
+        ({"timeout": -1}, "timeout must be a finite number of seconds >= 0"),
         ({"job_id": "a;b"}, "job_id must be"),
+        ({"delay": math.inf}, "delay must be a finite number of seconds >= 0, got inf"),
+        ({"timeout": math.inf}, "timeout must be a finite number of seconds >= 0"),
+        ({"timeout": math.nan}, "timeout must be a finite number of seconds >= 0"),
     ],
 )
 def test_bad_options_name_the_bad_value(queue: Queue, kwargs: dict[str, object], match: str) -> None:
@@ -145,3 +148,53 @@ def test_async_queue_shares_the_operations(redis_url: str, redis_client: redis.R
 
     asyncio.run(main())
     assert redis_client.zcard(QueueKeys("q").wait) == 11
+
+
+def test_generated_ids_and_user_ids_never_share_a_job(queue: Queue) -> None:
+    # Given a job added without an id (ids are generated as 1, 2, ...)
+    auto = queue.add("auto", {"n": 1})
+    assert auto.id == "1" and auto.created
+    # Then a user id of that form is refused, naming it, and the generated job is untouched
+    for bad in ("1", "2", "007"):
+        with pytest.raises(ValueError, match=f"job_id must not be all digits.*got '{bad}'"):
+            queue.add("mine", {"n": 2}, job_id=bad)
+    with pytest.raises(ValueError, match="all digits"):
+        queue.add_bulk([("mine", {}, {"job_id": "3"})])
+    assert queue.get_job("1").name == "auto" and queue.counts()["waiting"] == 1
+    # while ids that merely contain digits are fine
+    assert queue.add("mine", {}, job_id="1a").created and queue.add("mine", {}, job_id="order-1").created
+
+
+def test_an_add_of_an_existing_id_describes_the_stored_job(redis_url: str, queue: Queue) -> None:
+    from qsim.engine import FlowProducer
+
+    queue.add("first", {"v": 1}, job_id="x")
+    again = queue.add("second", {"v": 2}, job_id="x")
+    assert again == engine.EnqueuedJob("x", "first", "q", False)
+    bulk = queue.add_bulk([("third", {}, {"job_id": "x"}), ("new", {}, {"job_id": "y"})])
+    assert [(e.id, e.name, e.created) for e in bulk] == [("x", "first", False), ("y", "new", True)]
+
+    async def main() -> None:
+        aq = AsyncQueue("q", redis=redis_url)
+        assert (await aq.add("fourth", {}, job_id="x")).name == "first"
+        async with FlowProducer(redis=redis_url) as flows:
+            f = await flows.add(parent=("q", "parent", {}, {"job_id": "y"}), children=[("q", "c", {})])
+            assert not f.created and f.parent.name == "new"
+        await aq.close()
+
+    asyncio.run(main())
+    assert queue.get_job("x").data == {"v": 1}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("name", "n" * 257), ("name", "x" * 5_000_000), ("job_id", "i" * 257),
+], ids=["name-257", "name-5MB", "job_id-257"])
+def test_job_name_and_id_have_a_size_limit(queue: Queue, redis_client: redis.Redis, field: str, value: str) -> None:
+    with pytest.raises(ValueError, match=f"{'job name' if field == 'name' else 'job_id'} must be at most 256 "
+                                         f"characters, got {len(value)}"):
+        if field == "name":
+            queue.add(value, {})
+        else:
+            queue.add("t", {}, job_id=value)
+    assert redis_client.dbsize() == 0
+    assert queue.add("n" * 256, {}, job_id="i" * 256).created  # the limit itself is fine

@@ -13,7 +13,7 @@ from engine_helpers import run_worker_until, wait_until
 from qsim.engine import AsyncQueue, Job, Queue, Worker
 from qsim.engine import protocol as P
 from qsim.engine.keys import QueueKeys
-from qsim.engine.scripts import Call, ScriptSet, run_calls
+from qsim.engine.scripts import Call, ScriptSet, command, run_calls
 
 pytestmark = pytest.mark.redis
 
@@ -31,10 +31,13 @@ def call(redis_client: redis.Redis) -> Any:
 
 
 def add(call: Any, k: QueueKeys, *jobs: tuple[str, int] | tuple[str, int, str]) -> None:
-    """Add (id, priority[, data]) jobs to queue k, one script call each (distinct enqueue times)."""
+    """Add (id, priority[, data]) jobs to queue k, one script call each (distinct enqueue times); the
+    rate-limit key value is read from the data for the queue's key, as the producers do."""
+    field = call(command("HGET", k.meta, "rate_key")) or ""
     for j in jobs:
         data = j[2] if len(j) == 3 else '{"x":1}'  # type: ignore[misc]
-        call(P.add_call(k, [P.JobSpec(j[0], "t", data, j[1], 0, 1, "", 0.0)]))
+        spec = P.with_rate_key(P.JobSpec(j[0], "t", data, j[1], 0, 1, "", 0.0), field)
+        call(P.add_call(k, [spec]))
 
 
 def fetch(call: Any, ks: list[QueueKeys], n: int = 10, policy: str = "priority", weights: Any = None,

@@ -106,3 +106,24 @@ def test_worker_command_runs_a_users_handler(
             p.kill()
         p.communicate()
     assert sorted(j.returnvalue["twice"] for j in queue.job_records()) == [2 * i for i in range(10)]
+
+
+@pytest.mark.parametrize("order", ["id-first", "options-first", "id-between"])
+def test_dlq_show_and_retry_take_the_id_before_or_after_the_options(
+    redis_url: str, queue: Queue, capsys: pytest.CaptureFixture[str], order: str
+) -> None:
+    queue.add("t", {"password": "hunter2"}, job_id="d1")
+    r = queue.client
+    r.zrem(queue.keys.wait, "d1")
+    r.zadd(queue.keys.dead, {"d1": 1})
+    r.hset(queue.keys.job("d1"), mapping={"state": "dead", "error": "Boom"})
+    opts = ["--queue", "q", "--redis", redis_url]
+    argv = {"id-first": ["d1", *opts], "options-first": [*opts, "d1"], "id-between": [*opts[:2], "d1", *opts[2:]]}
+    code, out, err = run_cli("dlq", "show", *argv[order], capsys=capsys)
+    assert code == 0, err
+    assert json.loads(out)["id"] == "d1" and json.loads(out)["data"] == {"password": "***"}
+    code, out, err = run_cli("dlq", "retry", *argv[order], capsys=capsys)
+    assert code == 0 and out.startswith("1 job(s)"), err
+    # an option the command does not know is still refused
+    with pytest.raises(SystemExit):
+        run_cli("dlq", "show", "--queue", "q", "d1", "--nope", capsys=capsys)

@@ -344,3 +344,38 @@ def test_display_url_masks_the_password(url: str, shown: str) -> None:
     from qsim.engine.connection import display_url
 
     assert display_url(url) == shown and "pw-1" not in display_url(url)
+
+
+def test_default_redaction_catches_the_usual_spellings_of_secrets(redis_url: str,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # Given a payload with secrets under names that are not exactly "token", "secret", "password", "api_key"
+    leaks = {"access_token": "tok-AAA111", "client_secret": "sec-BBB222", "db_password": "pw-CCC333",
+             "X-Api-Key": "key-DDD444", "headers": {"Authorization": "Bearer EEE555"}}
+
+    async def main() -> list[str]:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("call", {"user": "bob", **leaks}, job_id="c")
+
+        async def handler(job: Job) -> None:
+            await job.progress({"step": 1, "refreshToken": "tok-FFF666"})
+            raise RuntimeError(f"call failed with {job.data}")
+
+        w = Worker("q", handler, redis=redis_url, lock_duration=1.0, stalled_interval=0.3, handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        async with asyncio.timeout(10):
+            while (await q.counts())["dead"] < 1:
+                await asyncio.sleep(0.02)
+        await w.close()
+        await task
+        (dead,) = await q.dead()
+        texts = [json.dumps(dead.as_dict()), json.dumps(await q.events()), caplog.text]
+        assert dead.data["user"] == "bob" and dead.data["access_token"] == "***"
+        assert (await q.get_job("c")).data["access_token"] == "tok-AAA111"  # stored as given
+        await q.close()
+        return texts
+
+    texts = asyncio.run(main())
+    # Then none of the values reaches the DLQ listing, the events or the logs
+    for text in texts:
+        for secret in ("AAA111", "BBB222", "CCC333", "DDD444", "EEE555", "FFF666"):
+            assert secret not in text

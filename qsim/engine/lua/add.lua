@@ -5,23 +5,39 @@ KEYS[2] delayed   ZSET delayed ids (score = due ms)
 KEYS[3] marker    LIST wake-up marker
 KEYS[4] id        STRING counter for generated ids
 KEYS[5] seq       STRING FIFO counter
+KEYS[6] meta      HASH queue settings (rate_key)
 ARGV[1] job key prefix ("qsim:{q}:job:")
 ARGV[2] number of jobs n
-ARGV[3 + 8*i ..] per job: id ("" = generate), name, data (JSON), priority,
-        delay_ms, max_attempts, backoff (JSON or ""), timeout (s)
+ARGV[3] the rate-limit key (payload field) the producer read the jobs for ("" = none)
+ARGV[4 + s*i ..] per job: id ("" = generate), name, data (JSON), priority,
+        delay_ms, max_attempts, backoff (JSON or ""), timeout (s), and, when
+        ARGV[3] is not "", the value of that field in this job (s = 8 or 9)
 
-Returns a flat array: id_1, created_1, id_2, created_2, ... where created is
-1 for a new job and 0 when a job with that id already existed (no-op).
+A keyed queue (meta rate_key) stores each job's key value in its "rkey" field,
+as the producer read it from the payload: no script decodes a payload. When
+the jobs were read for another key than the queue's, nothing is written.
+
+Returns a flat array: id_1, created_1, id_2, created_2, ... where created is 1
+for a new job, or, when a job with that id already existed (no-op), the
+stored job's name (a string), so the caller describes the stored job; or
+{-4, job key base, the queue's rate_key} when the producer must read its jobs'
+key values again (for that key) and resend.
 ]]
+local prefix = ARGV[1]
+local n = tonumber(ARGV[2])
+local rkey = redis.call('HGET', KEYS[6], 'rate_key') or ''
+if ARGV[3] ~= rkey then
+  return {-4, string.sub(prefix, 1, -5), rkey}
+end
+local stride = 8
+if rkey ~= '' then stride = 9 end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-local prefix = ARGV[1]
-local n = tonumber(ARGV[2])
 local out = {}
 local wake = false
 for i = 0, n - 1 do
-  local b = 3 + i * 8
+  local b = 4 + i * stride
   local id = ARGV[b]
   if id == '' then
     repeat
@@ -30,8 +46,9 @@ for i = 0, n - 1 do
   end
   local jk = prefix .. id
   if redis.call('EXISTS', jk) == 1 then
+    local stored = redis.pcall('HGET', jk, 'name')
     out[#out + 1] = id
-    out[#out + 1] = 0
+    out[#out + 1] = type(stored) == 'string' and stored or ''
   else
     local prio = tonumber(ARGV[b + 3])
     local delay = tonumber(ARGV[b + 4])
@@ -47,6 +64,9 @@ for i = 0, n - 1 do
       'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
       'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
       'attempts_made', 0, 'stalled', 0)
+    if rkey ~= '' then
+      redis.call('HSET', jk, 'rkey', ARGV[b + 8])
+    end
     out[#out + 1] = id
     out[#out + 1] = 1
     wake = true

@@ -8,28 +8,42 @@ touches every queue's keys, so on Redis Cluster they must share one slot.
 KEYS[1] parent's waiting-children ZSET
 KEYS[2..] each child's queue wait ZSET (declared so Cluster routes to one slot)
 ARGV[1] parent queue key base ("qsim:{q}:")
-ARGV[2..9] parent: id ("" = generate), name, data (JSON), priority, delay_ms
-        (ignored), max_attempts, backoff (JSON or ""), timeout (s)
-ARGV[10] events stream max length (approximate)
-ARGV[11] number of children n
-ARGV[12 + 10*i ..] per child: queue key base, on-failure policy ("fail" |
-        "ignore"), then the same 8 fields as the parent
+ARGV[2..11] parent: id ("" = generate), name, data (JSON), priority, delay_ms
+        (ignored), max_attempts, backoff (JSON or ""), timeout (s), rate-limit key
+        field the producer read and its value (see add.lua)
+ARGV[12] events stream max length (approximate)
+ARGV[13] number of children n
+ARGV[14 + 12*i ..] per child: queue key base, on-failure policy ("fail" |
+        "ignore"), then the same 10 fields as the parent
 
 Returns {parent id, code, child id 1, ..., child id n}; code 1 added;
-0 a job with the parent's id exists (nothing written, no child ids);
--3 a child id is taken (nothing written; the third element is "queue:id").
+0 a job with the parent's id exists (nothing written; the third element is
+its stored name, no child ids);
+-3 a child id is taken (nothing written; the third element is "queue:id");
+-4 a job was read for another rate-limit key than its queue's (nothing
+written; then pairs: queue key base, its rate_key).
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local pbase = ARGV[1]
-local n = tonumber(ARGV[11])
+local n = tonumber(ARGV[13])
 if ARGV[2] ~= '' and redis.call('EXISTS', pbase .. 'job:' .. ARGV[2]) == 1 then
-  return {ARGV[2], 0}
+  local stored = redis.pcall('HGET', pbase .. 'job:' .. ARGV[2], 'name')
+  return {ARGV[2], 0, type(stored) == 'string' and stored or ''}
+end
+local specs = {{pbase, 2}}
+for i = 0, n - 1 do
+  specs[#specs + 1] = {ARGV[14 + i * 12], 14 + i * 12 + 2}
+end
+local mismatch = qsim_rate_key_mismatch(specs)
+if mismatch then
+  return {ARGV[2], unpack(mismatch)}
 end
 for i = 0, n - 1 do
-  local b = 12 + i * 10
+  local b = 14 + i * 12
   if ARGV[b + 2] ~= '' and redis.call('EXISTS', ARGV[b] .. 'job:' .. ARGV[b + 2]) == 1 then
     return {ARGV[2], -3, qsim_queue_of(ARGV[b]) .. ':' .. ARGV[b + 2]}
   end
@@ -42,7 +56,7 @@ local pid = qsim_new_job(pbase, 2, pstate, now_ms, now_s, {'pending_children', n
 local out = {pid, 1}
 local woken = {}
 for i = 0, n - 1 do
-  local b = 12 + i * 10
+  local b = 14 + i * 12
   local cid = qsim_new_job(ARGV[b], b + 2, '', now_ms, now_s,
     {'parent', pid, 'parent_base', pbase, 'parent_policy', ARGV[b + 1]})
   out[#out + 1] = cid

@@ -15,9 +15,12 @@ Returns one code per job:
    0 already completed with this token (a retried call): nothing done
   -1 lock lost: the token does not match or the job is not active; refused
   -2 no such job
+  -3 the job key holds another type than a hash: moved to the DLQ and the
+     corrupt set (job_lib); the rest of the batch goes on
 A completed child of a flow is recorded on its parent (flow_lib).
 With a concurrency_limit and jobs waiting, the queue's marker (<base>marker) is pushed.
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -30,9 +33,12 @@ local done = 0
 for i = 5, #ARGV, 3 do
   local id = ARGV[i]
   local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
+  local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
     'parent', 'parent_base')
-  if not f[2] then
+  if f.err then
+    qsim_corrupt(base, id, now_ms, now_s, maxlen)
+    codes[#codes + 1] = -3
+  elseif not f[2] then
     codes[#codes + 1] = -2
   elseif f[1] ~= ARGV[i + 1] then
     codes[#codes + 1] = -1
@@ -44,7 +50,7 @@ for i = 5, #ARGV, 3 do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1,
-      'log', (f[6] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';')
+      'log', qsim_log(f[6], (f[3] or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';'))
     redis.call('ZADD', KEYS[2], now_ms, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
     codes[#codes + 1] = 1

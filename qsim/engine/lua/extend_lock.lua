@@ -3,20 +3,26 @@
 KEYS[1] active    ZSET locked ids (score = lock expiry ms)
 ARGV[1] job key prefix
 ARGV[2] lock duration (ms)
-ARGV[3 + 2*i ..] per job: id, lock token
+ARGV[3] events stream max length (approximate)
+ARGV[4 + 2*i ..] per job: id, lock token
 
 Returns the ids whose lock is lost (token differs, or the job is no longer
-active); every other lock now expires lock duration ms from now.
+active); every other lock now expires lock duration ms from now. A job whose
+key holds another type than a hash is moved to the DLQ and the corrupt set
+(job_lib) and counted as lost; the other locks are still renewed.
 ]]
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- @include job_lib
+local now_ms, now_s = qsim_now()
 local expiry = now_ms + tonumber(ARGV[2])
 local prefix = ARGV[1]
 local lost = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local id = ARGV[i]
-  local f = redis.call('HMGET', prefix .. id, 'token', 'state')
-  if f[1] == ARGV[i + 1] and f[2] == 'active' and redis.call('ZSCORE', KEYS[1], id) then
+  local f = redis.pcall('HMGET', prefix .. id, 'token', 'state')
+  if f.err then
+    qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[3])
+    lost[#lost + 1] = id
+  elseif f[1] == ARGV[i + 1] and f[2] == 'active' and redis.call('ZSCORE', KEYS[1], id) then
     redis.call('ZADD', KEYS[1], 'XX', expiry, id)
   else
     lost[#lost + 1] = id

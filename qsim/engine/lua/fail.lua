@@ -18,8 +18,11 @@ Returns one code per job:
    1 retry now (waiting)      2 retry later (delayed)      3 dead (DLQ)
    0 already handled with this token (a retried call): nothing done
   -1 lock lost: refused       -2 no such job
+  -3 the job key holds another type than a hash: moved to the DLQ and the
+     corrupt set (job_lib); the rest of the batch goes on
 A child of a flow that goes to the DLQ is recorded on its parent (flow_lib).
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -31,9 +34,12 @@ local wake = false
 for i = 3, #ARGV, 5 do
   local id = ARGV[i]
   local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
+  local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
     'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy')
-  if not f[2] then
+  if f.err then
+    qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
+    codes[#codes + 1] = -3
+  elseif not f[2] then
     codes[#codes + 1] = -2
   elseif f[1] ~= ARGV[i + 1] then
     codes[#codes + 1] = -1
@@ -46,7 +52,7 @@ for i = 3, #ARGV, 5 do
     local err = ARGV[i + 2]
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
-      'log', (f[8] or '') .. (f[3] or now_s) .. ',' .. now_s .. ',failed,' .. (f[4] or '') .. ';')
+      'log', qsim_log(f[8], (f[3] or now_s) .. ',' .. now_s .. ',failed,' .. (f[4] or '') .. ';'))
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,
       'error', err, 'attempt', made)
     if delay < 0 or made >= (tonumber(f[6]) or 1) then

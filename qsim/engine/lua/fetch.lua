@@ -28,8 +28,10 @@ A queue's candidate is its head (lowest score). With aging_ms set, it is the
 job with the lowest effective priority  p - (now_ms - ready_ms) / aging_ms
 among the oldest job of each of its 32 best priority levels (ready_ms =
 enqueued_at + delay, in ms; ties: the better level). With rate_key set, it
-is the first of the 64 best waiting jobs whose key value is under its limit
-(with aging: the lowest effective priority among those).
+is the first of the 1024 best waiting jobs whose key value (their "rkey" field,
+stored by add; no payload is decoded here) is under its limit, looked at 64
+at a time (with aging: the lowest effective priority among the first 64 that
+hold a startable job).
 Limits: concurrency_limit caps ZCARD(active) (a dead worker's job counts until
 the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
@@ -38,12 +40,15 @@ Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]
 wait_ms is -1, or, when queues i still have waiting jobs that their rate limit
 holds back, the ms until the earliest of them may start. job = [id, token,
 name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
-strings; wait is the seconds from enqueued_at to now on the job's first start, else "". Ids whose hash is gone are dropped; a hash missing fields is returned
-with "" for them (the worker sends it to the DLQ).
+strings; wait is the seconds from enqueued_at to now on the job's first start, else "".
+Ids whose hash is gone are dropped; a hash missing fields is returned with ""
+for them (the worker sends it to the DLQ); a job key of another type than a
+hash goes to the DLQ and the corrupt set here (job_lib).
 Markers: a queue with jobs left and room pushes its marker (other workers take
 the rest); a queue at its concurrency limit has its marker deleted (complete
 and fail push it when a slot frees).
 ]]
+-- @include job_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -55,7 +60,7 @@ local tokp = ARGV[4]
 local policy = ARGV[5]
 local Q = (#KEYS - 1) / 5
 local SHIFT = 4294967296
-local LEVELS, LOOK = 32, 64
+local LEVELS, LOOK, LOOK_MAX = 32, 64, 1024
 
 local qs = {}
 for i = 1, Q do
@@ -98,15 +103,10 @@ local function ready_ms(q, id)
   return ((tonumber(f[1]) or 0) + (tonumber(f[2]) or 0)) * 1000
 end
 
+-- the rate window of the job's key value: its "rkey" field, stored (as text) by add from the payload
 local function key_state(q, id)
-  local d = redis.pcall('HGET', q.prefix .. id, 'data')
-  if type(d) ~= 'string' then d = nil end  -- missing, or not a hash
-  local ok, obj = pcall(cjson.decode, d or 'null')
-  local v = ''
-  if ok and type(obj) == 'table' then
-    local x = obj[q.rkey]
-    if type(x) == 'string' or type(x) == 'number' or type(x) == 'boolean' then v = tostring(x) end
-  end
+  local v = redis.pcall('HGET', q.prefix .. id, 'rkey')
+  if type(v) ~= 'string' then v = '' end  -- none (added before the key was set), or not a hash
   local s = q.keys[v]
   if not s then
     local zk = q.rl .. ':' .. v
@@ -121,22 +121,33 @@ end
 local function candidate(q)
   if q.off or q.room <= 0 then return false end
   if q.rkey then
-    local ids = redis.call('ZRANGE', q.wait, 0, LOOK - 1, 'WITHSCORES')
-    local best = false
-    for j = 1, #ids, 2 do
-      local s = key_state(q, ids[j])
-      if s.room > 0 then
-        local eff, rt = math.floor(tonumber(ids[j + 1]) / SHIFT), nil
-        if q.aging then
-          rt = ready_ms(q, ids[j])
-          eff = eff - (now_ms - rt) / q.aging
+    -- Scan the best waiting jobs, LOOK at a time, up to LOOK_MAX, for one whose key has room. Without
+    -- aging, the jobs skipped so far in this call stay blocked (rooms only shrink): the next pick
+    -- resumes at q.from. With aging, the best of the first chunk that has a startable job.
+    local best, from = false, 0
+    if not q.aging then from = q.from or 0 end
+    while not best and from < LOOK_MAX do
+      local ids = redis.call('ZRANGE', q.wait, from, from + LOOK - 1, 'WITHSCORES')
+      for j = 1, #ids, 2 do
+        local s = key_state(q, ids[j])
+        if s.room > 0 then
+          local eff, rt = math.floor(tonumber(ids[j + 1]) / SHIFT), nil
+          if q.aging then
+            rt = ready_ms(q, ids[j])
+            eff = eff - (now_ms - rt) / q.aging
+          end
+          if not best or eff < best.eff then best = {id = ids[j], eff = eff, t = rt, s = s} end
+          if not q.aging then
+            q.from = from + (j - 1) / 2
+            break
+          end
+        else
+          if not s.wait then s.wait = window_wait(q, s.zk) end
+          if not q.rwait or s.wait < q.rwait then q.rwait = s.wait end
         end
-        if not best or eff < best.eff then best = {id = ids[j], eff = eff, t = rt, s = s} end
-        if not q.aging then break end
-      else
-        if not s.wait then s.wait = window_wait(q, s.zk) end
-        if not q.rwait or s.wait < q.rwait then q.rwait = s.wait end
       end
+      if #ids < 2 * LOOK then break end
+      from = from + LOOK
     end
     return best
   elseif q.aging then
@@ -167,12 +178,7 @@ local function start(q, i, id, s)
   if f.err then
     -- The job key holds another type (written by hand). An error here would abort the script after
     -- ZPOPMIN and lose the rest of the batch: keep the value aside and dead-letter the job instead.
-    local typ = redis.call('TYPE', jk).ok
-    redis.call('RENAME', jk, jk .. ':corrupt')
-    redis.call('HSET', jk, 'name', '', 'data', '', 'state', 'dead', 'finished_at', now_s, 'attempts_made', 0,
-      'max_attempts', 1, 'error', 'PayloadError: job hash is corrupt: the job key held a ' .. typ ..
-      ', not a hash (moved to ' .. jk .. ':corrupt)')
-    redis.call('ZADD', string.sub(q.prefix, 1, -5) .. 'dead', now_ms, id)
+    qsim_corrupt(string.sub(q.prefix, 1, -5), id, now_ms, now_s, QSIM_EVENTS_MAXLEN)
     return
   end
   if not (f[1] or redis.call('EXISTS', jk) == 1) then return end

@@ -14,8 +14,9 @@ local function qsim_queue_of(base)
   return string.match(base, '}:([^:]+):$') or string.match(base, '{(.-)}') or ''
 end
 
--- Create one job from ARGV[b .. b+7] (id, name, data, priority, delay_ms,
--- max_attempts, backoff, timeout) in the queue whose keys start with `base`.
+-- Create one job from ARGV[b .. b+9] (id, name, data, priority, delay_ms,
+-- max_attempts, backoff, timeout, rate-limit key field, its value) in the queue
+-- whose keys start with `base` (checked by qsim_rate_key_mismatch first).
 -- `state` "waiting_children" parks it in waiting-children; otherwise it goes
 -- to wait or delayed. Returns the id; the caller checked that it is free.
 local function qsim_new_job(base, b, state, now_ms, now_s, extra)
@@ -41,7 +42,30 @@ local function qsim_new_job(base, b, state, now_ms, now_s, extra)
     'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
     'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
     'attempts_made', 0, 'stalled', 0, unpack(extra))
+  if ARGV[b + 8] ~= '' then
+    redis.call('HSET', base .. 'job:' .. id, 'rkey', ARGV[b + 9])
+  end
   return id
+end
+
+-- Whether every job spec {base, b} (fields at ARGV[b ..], see qsim_new_job) was read for its
+-- queue's rate-limit key (meta rate_key). Returns nil, or the reply {-4, base, key, ...} naming
+-- each queue whose key the producer must read its jobs' values for again (nothing is written).
+local function qsim_rate_key_mismatch(specs)
+  local keys, named, out = {}, {}, nil
+  for _, s in ipairs(specs) do
+    local base = s[1]
+    if keys[base] == nil then
+      keys[base] = redis.call('HGET', base .. 'meta', 'rate_key') or ''
+    end
+    if ARGV[s[2] + 8] ~= keys[base] and not named[base] then
+      named[base] = true
+      out = out or {-4}
+      out[#out + 1] = base
+      out[#out + 1] = keys[base]
+    end
+  end
+  return out
 end
 
 local function qsim_wake(base)
@@ -56,7 +80,11 @@ end
 -- Idempotent per child (a second report of the same outcome does nothing).
 local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now_ms, now_s, maxlen)
   local pk = pbase .. 'job:' .. pid
-  local pf = redis.call('HMGET', pk, 'state', 'priority', 'name')
+  local pf = redis.pcall('HMGET', pk, 'state', 'priority', 'name', 'child_failed')
+  if pf.err then
+    qsim_corrupt(pbase, pid, now_ms, now_s, maxlen)
+    return
+  end
   if not pf[1] then
     return
   end
@@ -93,11 +121,51 @@ local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now
     redis.call('ZADD', pbase .. 'dead', now_ms, pid)
     redis.call('XADD', pbase .. 'events', 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', pid,
       'name', pf[3] or '', 'error', perr)
-  elseif left <= 0 then
+  elseif left <= 0 and not pf[4] then  -- (a retried parent whose "fail" child is dead waits for its retry)
     local seq = redis.call('INCR', pbase .. 'seq') % 4294967296
     redis.call('ZREM', pbase .. 'waiting-children', pid)
     redis.call('ZADD', pbase .. 'wait', (tonumber(pf[2]) or 0) * 4294967296 + seq, pid)
     redis.call('HSET', pk, 'state', 'waiting')
     qsim_wake(pbase)
+  end
+end
+
+-- The key base of queue `queue` in the same prefix and group as the key base `pbase`
+-- ("qsim:{inv}:" -> "qsim:{data}:"; in a group "qsim:{shop}:inv:" -> "qsim:{shop}:data:").
+local function qsim_base_like(pbase, queue)
+  local head = string.match(pbase, '^(.*}:)[^:]+:$')
+  if head then
+    return head .. queue .. ':'
+  end
+  return string.match(pbase, '^(.*):{') .. ':{' .. queue .. '}:'
+end
+
+-- A dead child (of the queue with key base `base`) was retried from the DLQ: it is outstanding
+-- again. Its failure is taken off its parent: the children-failed entry goes, the parent counts
+-- it as pending again, and when the parent's child_failed names it, the mark moves to another
+-- "fail" child still dead, or goes.
+local function qsim_child_retried(base, id, pid, pbase)
+  local pk = pbase .. 'job:' .. pid
+  local fails = pbase .. 'children-failed:' .. pid
+  local ref = qsim_queue_of(base) .. ':' .. id
+  if redis.call('TYPE', pk).ok ~= 'hash' or redis.call('HDEL', fails, ref) == 0 then
+    return
+  end
+  redis.call('HINCRBY', pk, 'pending_children', 1)
+  local cf = redis.call('HGET', pk, 'child_failed')
+  if not cf or string.sub(cf, 1, #ref + 2) ~= ref .. ': ' then
+    return
+  end
+  redis.call('HDEL', pk, 'child_failed')
+  local rest = redis.call('HGETALL', fails)
+  for i = 1, #rest, 2 do
+    local cq, cid = string.match(rest[i], '^([^:]*):(.*)$')
+    if cq then
+      local pol = redis.pcall('HGET', qsim_base_like(pbase, cq) .. 'job:' .. cid, 'parent_policy')
+      if type(pol) == 'string' and pol ~= 'ignore' then
+        redis.call('HSET', pk, 'child_failed', rest[i] .. ': ' .. rest[i + 1])
+        return
+      end
+    end
   end
 end

@@ -6,19 +6,23 @@ KEYS[3] seq       STRING FIFO counter
 KEYS[4] marker    LIST wake-up marker
 ARGV[1] job key prefix
 ARGV[2] at most this many jobs per call
+ARGV[3] events stream max length (approximate)
 
-Returns ms until the next delayed job is due (0 when more are due now),
+A job whose key holds another type than a hash goes to the DLQ and the
+corrupt set (job_lib). Returns ms until the next delayed job is due (0 when more are due now),
 or -1 when no job is delayed.
 ]]
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- @include job_lib
+local now_ms, now_s = qsim_now()
 local prefix = ARGV[1]
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
   local jk = prefix .. id
-  local prio = redis.call('HGET', jk, 'priority')
-  if prio then
+  local prio = redis.pcall('HGET', jk, 'priority')
+  if type(prio) == 'table' and prio.err then
+    qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[3])
+  elseif prio then
     local seq = redis.call('INCR', KEYS[3]) % 4294967296
     redis.call('ZADD', KEYS[2], (tonumber(prio) or 0) * 4294967296 + seq, id)
     redis.call('HSET', jk, 'state', 'waiting')

@@ -21,7 +21,8 @@ local oldest = nil
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local levels = tonumber(ARGV[2])
 while head[1] and levels > 0 do
-  local enq = tonumber(redis.call('HGET', ARGV[1] .. head[1], 'enqueued_at') or '')
+  local enq = redis.pcall('HGET', ARGV[1] .. head[1], 'enqueued_at')  -- (another type: skipped)
+  enq = type(enq) == 'string' and tonumber(enq)
   if enq and (not oldest or enq < oldest) then
     oldest = enq
   end

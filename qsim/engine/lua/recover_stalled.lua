@@ -14,8 +14,10 @@ ARGV[4] at most this many jobs per call
 Each such job gets stalled + 1, its lock token is removed (a late completion
 is refused) and its attempt is logged as "stalled"; a stall does not count
 as an attempt. Returns {requeued ids, dead ids}. A child of a flow that goes
-to the DLQ is recorded on its parent (flow_lib).
+to the DLQ is recorded on its parent (flow_lib). A job whose key holds another
+type than a hash goes to the DLQ and the corrupt set (job_lib), listed as dead.
 ]]
+-- @include job_lib
 -- @include flow_lib
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -26,15 +28,18 @@ local max_stalled = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
 local requeued, dead = {}, {}
 for _, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[1], id)
   local jk = prefix .. id
-  local f = redis.call('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
+  local f = redis.pcall('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
     'attempts_made', 'parent', 'parent_base', 'parent_policy')
-  if f[1] == 'active' then
+  redis.call('ZREM', KEYS[1], id)
+  if f.err then
+    qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
+    dead[#dead + 1] = id
+  elseif f[1] == 'active' then
     local stalled = (tonumber(f[4]) or 0) + 1
     redis.call('HDEL', jk, 'token')
     redis.call('HSET', jk, 'stalled', stalled,
-      'log', (f[6] or '') .. (f[2] or now_s) .. ',' .. now_s .. ',stalled,' .. (f[3] or '') .. ';')
+      'log', qsim_log(f[6], (f[2] or now_s) .. ',' .. now_s .. ',stalled,' .. (f[3] or '') .. ';'))
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'stalled', 'job', id, 'name', f[7] or '',
       'stalled', stalled)
     if stalled > max_stalled then

@@ -1,0 +1,52 @@
+-- job_lib: helpers shared by the scripts that change a job's state.
+-- Not a script of its own: scripts.lua_source pastes it where a script has the
+-- line "-- @include job_lib".
+
+-- The job's attempt log (one "start,end,outcome,worker;" entry per attempt, see
+-- qsim.engine.job) with `entry` appended, keeping at most QSIM_LOG_MAX bytes of
+-- the latest whole entries: a job handed back or stalled over and over cannot
+-- grow its hash without limit.
+local QSIM_LOG_MAX = 16384
+-- Events stream cap for scripts that are not given one (qsim.engine.protocol.EVENTS_MAXLEN).
+local QSIM_EVENTS_MAXLEN = 10000
+local function qsim_log(log, entry)
+  log = (log or '') .. entry
+  if #log > QSIM_LOG_MAX then
+    local cut = string.find(log, ';', #log - QSIM_LOG_MAX, true)
+    if cut and cut < #log then
+      log = string.sub(log, cut + 1)
+    else
+      log = entry
+    end
+  end
+  return log
+end
+
+-- A job key that holds another type than a hash (overwritten by hand), found while reading job
+-- `id` of the queue with key base `base`: the value is kept aside as "<job key>:corrupt", a dead
+-- job hash with the error takes its place, the id leaves the queue's state sets for the DLQ and
+-- the queue's corrupt set, and a "dead" event is written. Per job: the script goes on with the
+-- rest of its batch. Returns the error text.
+local function qsim_corrupt(base, id, now_ms, now_s, maxlen)
+  local jk = base .. 'job:' .. id
+  local typ = redis.call('TYPE', jk).ok
+  local err = 'PayloadError: job hash is corrupt: the job key held a ' .. typ ..
+    ', not a hash (moved to ' .. jk .. ':corrupt)'
+  redis.call('RENAME', jk, jk .. ':corrupt')
+  redis.call('HSET', jk, 'name', '', 'data', '', 'state', 'dead', 'finished_at', now_s, 'attempts_made', 0,
+    'max_attempts', 1, 'error', err)
+  for _, set in ipairs({'wait', 'delayed', 'active', 'waiting-children'}) do
+    redis.call('ZREM', base .. set, id)
+  end
+  redis.call('ZADD', base .. 'dead', now_ms, id)
+  redis.call('SADD', base .. 'corrupt', id)
+  redis.call('XADD', base .. 'events', 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', id, 'name', '',
+    'error', err)
+  return err
+end
+
+-- Redis's clock: ms and "seconds.micros" text.
+local function qsim_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+end

@@ -1,0 +1,134 @@
+"""Keyed rate limits: the key value is stored at add time (as text), never decoded from payloads
+inside a script; distinct values never share a window; a throttled key does not starve others."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from qsim.engine import Queue
+from qsim.engine import protocol as P
+from qsim.engine.flow import SyncFlowProducer
+from qsim.engine.scripts import Call, ScriptSet, lua_source, run_calls
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def call(redis_client: redis.Redis) -> Any:
+    scripts = ScriptSet(redis_client)
+
+    def run(c: Call) -> Any:
+        return run_calls(redis_client, scripts, [c])[0]
+
+    return run
+
+
+def fetch(call: Any, q: Queue, n: int = 10) -> list[str]:
+    return [f.id for f in P.parse_fetch(call(P.fetch_call(q.keys, n, 30000, "w", "t")))]
+
+
+def test_numeric_key_values_never_share_a_window(call: Any, redis_url: str) -> None:
+    q = Queue("q", redis=redis_url)
+    q.set_rate_limit(1, 10.0, key="tenant")
+    # Given two tenants whose ids differ only beyond a double's precision, and ints vs floats
+    for jid, tenant in [("big1", 1234567890123456789), ("big2", 1234567890123499999), ("big1b", 1234567890123456789),
+                        ("one", 1), ("one-float", 1.0), ("text", "1234567890123456789")]:
+        q.add("t", {"tenant": tenant}, job_id=jid)
+    # Then each distinct value has its own window (one start each); a repeat waits (1.0 is the number 1,
+    # and a string holds the same text as the number)
+    assert fetch(call, q) == ["big1", "big2", "one"]
+    assert q.get_job("big1").state == "active" and q.get_job("big1b").state == "waiting"
+    q.close()
+
+
+def test_a_throttled_tenant_with_big_payloads_neither_slows_fetch_nor_starves_another(
+    call: Any, redis_url: str, redis_client: redis.Redis
+) -> None:
+    q = Queue("q", redis=redis_url, max_payload=600_000, warn_payload=600_000)
+    q.set_rate_limit(1, 60.0, key="tenant")
+    # Given one job of tenant a started (its window is full for a minute), then 64 waiting 500 KB jobs
+    # of a, 200 small ones of a, and one job of tenant b at the back
+    q.add("t", {"tenant": "a"}, job_id="a-first")
+    assert fetch(call, q, 1) == ["a-first"]
+    blob = "x" * 500_000
+    q.add_bulk([("t", {"tenant": "a", "blob": blob}, {"job_id": f"big{i}"}) for i in range(64)])
+    q.add_bulk([("t", {"tenant": "a"}, {"job_id": f"small{i}"}) for i in range(200)])
+    q.add("t", {"tenant": "b"}, job_id="b")
+    # When a worker fetches
+    old = redis_client.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    redis_client.config_set("slowlog-log-slower-than", 0)
+    redis_client.slowlog_reset()
+    try:
+        got = fetch(call, q, 1)
+        entries = [e for e in redis_client.slowlog_get(128) if "EVALSHA" in str(e.get("command", "")).upper()]
+    finally:
+        redis_client.config_set("slowlog-log-slower-than", old)
+    # Then tenant b's job starts, and the fetch took little time inside Redis (no payload decoded)
+    assert got == ["b"]
+    assert entries and max(e["duration"] for e in entries) < 20_000, entries  # microseconds
+    q.close()
+
+
+def test_the_key_value_is_taken_at_add_time_whatever_the_payload_later_says(
+    call: Any, redis_url: str, redis_client: redis.Redis
+) -> None:
+    # Given a producer made before the queue got its key (it knows of no key yet)
+    early = Queue("q", redis=redis_url)
+    early.add("t", {"tenant": "x"}, job_id="before")
+    admin = Queue("q", redis=redis_url)
+    admin.set_rate_limit(1, 10.0, key="tenant")
+    # When it adds jobs after the key was set (the add script tells it the key, it re-reads the value)
+    early.add_bulk([("t", {"tenant": "x"}, {"job_id": "x1"}), ("t", {"tenant": "x"}, {"job_id": "x2"}),
+                    ("t", {"tenant": 7}, {"job_id": "n7"})])
+    with SyncFlowProducer(redis=redis_url) as flows:
+        flows.add(parent=("p", "parent", {}, {"job_id": "par"}),
+                  children=[("q", "c", {"tenant": "y"}, {"job_id": "y1"})])
+    # Then each job holds its key value, as text, in a field of its own
+    assert {j: redis_client.hget(admin.keys.job(j), "rkey") for j in ("before", "x1", "x2", "n7", "y1")} == \
+        {"before": None, "x1": "x", "x2": "x", "n7": "7", "y1": "y"}
+    # and fetch follows the stored value, not the payload (rewritten here by hand)
+    redis_client.hset(admin.keys.job("x2"), "data", json.dumps({"tenant": "other"}))
+    assert fetch(call, admin) == ["before", "x1", "n7", "y1"]
+    early.close()
+    admin.close()
+
+
+def test_no_script_decodes_a_payload() -> None:
+    from qsim.engine.scripts import SCRIPT_NAMES
+
+    for name in SCRIPT_NAMES:
+        assert "cjson.decode" not in lua_source(name), name
+
+
+def test_children_added_by_a_handler_carry_their_key_value(redis_url: str, redis_client: redis.Redis) -> None:
+    import asyncio
+
+    from engine_helpers import run_worker_until
+    from qsim.engine import AsyncQueue, Job, Worker
+
+    async def main() -> None:
+        kids = AsyncQueue("kids", redis=redis_url)
+        await kids.set_rate_limit(5, 1.0, key="tenant")
+        top = AsyncQueue("top", redis=redis_url)
+        await top.add("split", {}, job_id="p")
+
+        async def handler(job: Job) -> None:
+            await job.add_children([("kids", "c", {"tenant": t}, {"job_id": f"c-{t}"}) for t in ("a", "b")])
+            await job.add_children([("kids", "c", {"tenant": 12345678901234567890}, {"job_id": "c-n"})])
+
+        w = Worker("top", handler, redis=redis_url, handle_signals=False)
+
+        async def done() -> bool:
+            return (await top.counts())["completed"] == 1
+
+        await run_worker_until(w, done)
+        assert {j: redis_client.hget(kids.keys.job(j), "rkey") for j in ("c-a", "c-b", "c-n")} == \
+            {"c-a": "a", "c-b": "b", "c-n": "12345678901234567890"}
+        await kids.close()
+        await top.close()
+
+    asyncio.run(main())
