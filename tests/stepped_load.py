@@ -26,7 +26,7 @@ import numpy as np
 from qsim.calibrate.qsim_source import read_qsim
 from qsim.engine import Job, Queue
 
-__all__ = ["sleep_handler", "Producer", "Workers", "AdviceWatch", "waits", "HERE"]
+__all__ = ["sleep_handler", "Producer", "Workers", "AdviceWatch", "waits", "settled", "HERE"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -143,3 +143,13 @@ def waits(url: str, queue: str, prefix: str, since: float, until: float) -> np.n
     j = m.jobs
     j = j[(j["enqueued"] >= since) & (j["enqueued"] < until)]
     return (j["started"] - j["enqueued"]).dropna().to_numpy(float)
+
+
+def settled(url: str, queue: str, prefix: str, since: float, workers: int, backlog: int = 3) -> bool:
+    """True once ``workers`` distinct workers started jobs after ``since`` (Unix time) and at most
+    ``backlog`` jobs wait: the new workers run and what piled up before them is gone."""
+    m, _, _ = read_qsim(url, [queue], prefix=prefix, since=since)
+    j = m.jobs
+    running = j[j["started"] >= since]["worker"]
+    waiting = int(((j["outcome"] == "unfinished") & j["started"].isna()).sum())
+    return bool(running[running != ""].nunique() >= workers and waiting <= backlog)
