@@ -19,7 +19,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="qsim
 
 # Lower number = lower layer. A module may import only its own layer or below.
 LAYERS = {
-    "qsim.errors": 0, "qsim.records": 0, "qsim.summary": 0, "qsim.dists": 0, "qsim.safety": 0,
+    "qsim.errors": 0, "qsim.records": 0, "qsim.summary": 0, "qsim.dists": 0, "qsim.safety": 0, "qsim.backoff": 0,
     "qsim.scenario": 1, "qsim.scenario_toml": 1, "qsim.scenarios": 1, "qsim.engine": 1,
     "qsim.model": 2, "qsim.harness": 2,
     "qsim.analysis": 3, "qsim.calibrate": 3,
