@@ -68,6 +68,11 @@ def by_queue(keys: Sequence[QueueKeys], items: Sequence[T], job: Callable[[T], J
     return [(k, by[k.queue]) for k in keys if k.queue in by]
 
 
+def _job_of(item: tuple[Job, *tuple[Any, ...]]) -> Job:
+    """The job of an outbox entry (its first item)."""
+    return item[0]
+
+
 class Batch:
     """The calls of one round trip, in parts that each read their own replies.
 
@@ -194,13 +199,13 @@ class Pipeline:
         keys, maxlen = s.keys, s.events_maxlen
         acks, fails, rels = self.outbox.take(s.batch_size)
         batch = Batch(acks, fails, rels)
-        for k, done in by_queue(keys, acks, lambda a: a[0]):
+        for k, done in by_queue(keys, acks, _job_of):
             batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, [(j.id, j.token, rv) for j, rv, _ in done])],
                       partial(self._completed, done))
-        for k, failed in by_queue(keys, fails, lambda f: f[0]):
+        for k, failed in by_queue(keys, fails, _job_of):
             batch.add([fail_call(k, maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in failed])],
                       partial(self._failed, failed))
-        for k, back in by_queue(keys, rels, lambda r: r[0]):
+        for k, back in by_queue(keys, rels, _job_of):
             batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
                       partial(self._released, k))
         if promote:
