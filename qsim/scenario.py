@@ -24,7 +24,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from qsim import dists
 from qsim.errors import ScenarioError
@@ -198,7 +198,8 @@ class Scenario:
         limit, no arrival, ...) are left out, as TOML has no null. ``path``
         values (trace, empirical) are written as stored.
         """
-        return _plain(self)
+        plain: dict[str, Any] = _plain(self)
+        return plain
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "Scenario":
@@ -229,7 +230,7 @@ class Scenario:
 def _plain(x: Any) -> Any:
     """``x`` as plain TOML-ready values (dicts, lists, str, numbers); None fields dropped."""
     if isinstance(x, (dists.Distribution, dists.Arrival)):  # kind first; the values read from a CSV stay there
-        return {"kind": x.kind, **{f.name: _plain(getattr(x, f.name)) for f in fields(x) if f.name not in ("values", "at")}}
+        return {"kind": x.kind, **{f.name: _plain(getattr(x, f.name)) for f in fields(cast(Any, x)) if f.name not in ("values", "at")}}
     if is_dataclass(x) and not isinstance(x, type):
         out = {f.name: _plain(v) for f in fields(x) if f.name != "source" and (v := getattr(x, f.name)) is not None}
         order = _KEY_ORDER.get(type(x), ())

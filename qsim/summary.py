@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -29,17 +29,79 @@ import pandas as pd
 from qsim.records import Records
 
 __all__ = ["summarize", "stats", "STAT_KEYS", "StreamStat", "StreamCounts", "summarize_streams",
-           "STREAM_REL_ERROR"]
+           "STREAM_REL_ERROR", "Summary", "Stats", "JobCounts", "TypeSummary", "QueueSummary"]
 
 STAT_KEYS = ("mean", "p50", "p95", "p99", "max")
 
 
-def stats(values: pd.Series | np.ndarray) -> dict[str, float | None]:
+# The JSON contract (DESIGN.md), spelled out for editors and type checkers. At run time a
+# Summary is a plain dict: json.dumps, equality and indexing work as before.
+
+class Stats(TypedDict):
+    """mean, p50, p95, p99 and max in seconds (all None when there is no value)."""
+
+    mean: float | None
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+
+
+class JobCounts(TypedDict):
+    """Jobs enqueued at or after warmup, by what became of them."""
+
+    arrived: int
+    completed: int
+    dead: int
+    failed_attempts: int
+    stalled: int
+    unfinished: int
+    lost: int
+
+
+class TypeSummary(TypedDict):
+    """One job type's figures."""
+
+    completed: int
+    dead: int
+    wait: Stats
+    latency: Stats
+
+
+class QueueSummary(TypedDict):
+    """One queue's figures."""
+
+    completed: int
+    dead: int
+    max_depth: int
+    wait: Stats
+
+
+class Summary(TypedDict):
+    """The Summary of one run, model or engine (the JSON contract of DESIGN.md)."""
+
+    scenario: str
+    source: str
+    seed: int
+    jobs: JobCounts
+    throughput: float
+    wait: Stats
+    latency: Stats
+    utilization: float
+    by_type: dict[str, TypeSummary]
+    by_queue: dict[str, QueueSummary]
+
+
+def _no_stats() -> Stats:
+    return {"mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+
+
+def stats(values: pd.Series | np.ndarray) -> Stats:
     """mean, p50, p95, p99 and max of ``values`` (NaNs dropped; None when empty)."""
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
     if x.size == 0:
-        return {k: None for k in STAT_KEYS}
+        return _no_stats()
     p50, p95, p99 = np.percentile(x, [50, 95, 99])
     return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99), "max": float(x.max())}
 
@@ -59,7 +121,7 @@ def _max_depth(enqueued: np.ndarray, started: np.ndarray, warmup: float, end: fl
     return int(max(at_warmup, depth[inside].max() if inside.any() else 0.0))
 
 
-def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup: float = 0.0) -> dict[str, Any]:
+def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup: float = 0.0) -> Summary:
     """The Summary of one run (see the module docstring for every definition)."""
     # Column arrays, with each string column factorized once (object compares cost ~40 ns a row).
     jobs = records.jobs
@@ -81,7 +143,7 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
     latency_all = finished - enq
     done = measured & completed
 
-    by_type = {}
+    by_type: dict[str, TypeSummary] = {}
     for name, rows in _groups(jobs["type"], measured):
         ok = rows[completed[rows]]
         by_type[name] = {
@@ -90,7 +152,7 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
             "wait": stats(wait_all[rows]),
             "latency": stats(latency_all[ok]),
         }
-    by_queue = {}
+    by_queue: dict[str, QueueSummary] = {}
     for name, rows, every in _groups(jobs["queue"], measured, every=True):
         by_queue[name] = {
             "completed": int(completed[rows].sum()),
@@ -242,10 +304,10 @@ class StreamStat:
             v += (h - k) * (self._order_stat(k + 1, cum) - v)
         return v
 
-    def stats(self) -> dict[str, float | None]:
+    def stats(self) -> Stats:
         """The same keys as :func:`stats` (None when empty)."""
         if self.n == 0:
-            return {k: None for k in STAT_KEYS}
+            return _no_stats()
         return {"mean": self.total / self.n, "p50": self.quantile(0.50), "p95": self.quantile(0.95),
                 "p99": self.quantile(0.99), "max": self.hi}
 
@@ -266,7 +328,7 @@ class StreamCounts:
 
 def summarize_streams(*, scenario: str, source: str, seed: int, warmup: float, end: float, busy: float,
                       slot_seconds: float, by_type: Mapping[str, StreamCounts], queue_of: Mapping[str, str],
-                      max_depth: Mapping[str, int]) -> dict[str, Any]:
+                      max_depth: Mapping[str, int]) -> Summary:
     """The Summary of a run that kept no records (the same shape as :func:`summarize`).
 
     Args:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["RATIO_FIELDS", "ratios", "compare_summaries", "field_value"]
@@ -15,15 +16,15 @@ RATIO_FIELDS = (
 )
 
 
-def field_value(summary: dict[str, Any], path: str) -> Any:
+def field_value(summary: Mapping[str, Any], path: str) -> Any:
     """The value at a dotted ``path`` of a Summary (None when absent)."""
     node: Any = summary
     for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
+        node = node.get(part) if isinstance(node, Mapping) else None
     return node
 
 
-def ratios(model: dict[str, Any], engine: dict[str, Any]) -> dict[str, float | None]:
+def ratios(model: Mapping[str, Any], engine: Mapping[str, Any]) -> dict[str, float | None]:
     """engine / model for each of :data:`RATIO_FIELDS` (None where the model's value is 0 or missing)."""
     out: dict[str, float | None] = {}
     for path in RATIO_FIELDS:
@@ -32,6 +33,6 @@ def ratios(model: dict[str, Any], engine: dict[str, Any]) -> dict[str, float | N
     return out
 
 
-def compare_summaries(model: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
+def compare_summaries(model: Mapping[str, Any], engine: Mapping[str, Any]) -> dict[str, Any]:
     """The ``qsim compare --json`` document: ``{"model", "engine", "ratios"}``."""
     return {"model": model, "engine": engine, "ratios": ratios(model, engine)}

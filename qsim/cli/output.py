@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from qsim.cli.common import finite, fmt
@@ -13,7 +14,7 @@ from qsim.scenario import Scenario
 __all__ = ["format_summary", "format_theory", "format_comparison", "write_outputs"]
 
 
-def format_summary(summary: dict[str, Any]) -> str:
+def format_summary(summary: Mapping[str, Any]) -> str:
     """A readable table of a Summary."""
     jobs = summary["jobs"]
     lines = [
@@ -69,7 +70,7 @@ def format_comparison(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: dict[str, Any], scenario: Scenario,
+def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: Mapping[str, Any], scenario: Scenario,
                   records: Records | None = None) -> None:
     """jobs.csv, attempts.csv, drains.csv (when processes were stopped), timeseries.csv,
     summary.json and the PNG plots into ``out``."""

@@ -2,11 +2,10 @@
 
 The engine harness executes exactly what is drawn here: when each job is
 added, and for each attempt how long the synthetic handler works and whether
-it fails. Arrival times and first-attempt service times come from the model's
-own streams (:func:`qsim.model.arrivals.draw_jobs`), and every attempt's
-service time and failure flag from :func:`qsim.model.draws.plan_attempts` —
-the very draws the model uses — so with the same seed the engine runs the
-very jobs, attempts and failures the model simulated.
+it fails: the scenario's :class:`~qsim.workload.Workload` (arrival times,
+every attempt's service time and failure flag, the children), the very
+draws the model plays, so with the same seed the engine runs the very jobs,
+attempts and failures the model simulated.
 
 A job's payload is small JSON::
 
@@ -20,7 +19,7 @@ Children: a flow parent carries the jobs of its child types in
 :attr:`PlannedJob.children` (added with it, atomically); a fan-out parent's
 payload carries its children under ``"fan"``, and the synthetic handler adds
 them when the parent succeeds. Children draw from streams of their own (the
-type's name + ``"/child"``, see :mod:`qsim.model.draws`), so they never reuse
+type's name + ``"/child"``, see :mod:`qsim.workload`), so they never reuse
 an arriving job's samples.
 One level of children is supported.
 """
@@ -34,11 +33,10 @@ import numpy as np
 
 from qsim.engine import Backoff
 from qsim.errors import NotSupportedError
-from qsim.model.arrivals import draw_jobs
-from qsim.model.draws import Attempts, plan_attempts
 from qsim.scenario import JobType, Scenario
+from qsim.workload import Attempts, Workload, draw_workload
 
-__all__ = ["PlannedJob", "plan_jobs", "job_options", "engine_options"]
+__all__ = ["PlannedJob", "plan_jobs", "plan_workload", "job_options", "engine_options"]
 
 
 @dataclass(frozen=True)
@@ -93,9 +91,14 @@ def _check_depth(scenario: Scenario) -> None:
 def plan_jobs(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None) -> list[PlannedJob]:
     """Every arriving job of one run, in arrival order, with its planned children."""
     _check_depth(scenario)
-    seed = scenario.seed if seed is None else seed
-    draws = draw_jobs(scenario, seed=seed, max_jobs=max_jobs)
-    drawn = plan_attempts(scenario, draws, seed)
+    return plan_workload(draw_workload(scenario, seed=seed, max_jobs=max_jobs))
+
+
+def plan_workload(workload: Workload) -> list[PlannedJob]:
+    """The jobs of a drawn workload as the harness adds them (see the module docstring)."""
+    scenario, draws = workload.scenario, workload.arrivals
+    _check_depth(scenario)
+    drawn = workload.attempts
 
     def child(c: int, row: int, at: float, parent: str) -> PlannedJob:
         spec = scenario.jobs[c]

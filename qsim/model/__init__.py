@@ -9,29 +9,35 @@ jobs per queue, and the Summary of DESIGN.md::
     result.jobs, result.timeseries, result.summary
     simulate(scenario, records=False).summary   # only the Summary (sweeps, long runs): flat memory
 
-One module per mechanism:
+The jobs a run plays are drawn once, before it, by :mod:`qsim.workload` (the
+same draws the engine harness runs). The model is a small core plus
+mechanisms:
 
-- :mod:`~qsim.model.arrivals` — seeded per-type random streams, drawing every job, feeding arrivals;
+- :mod:`~qsim.model.core` — :class:`~qsim.model.core.ModelCore`: clock, job table, queues,
+  dispatcher, slots and the hot paths (enqueue, start and end of an attempt, settle);
+- :mod:`~qsim.model.context` — the small typed contexts the mechanisms get of the core;
+- :mod:`~qsim.model.schedule` — every use of SimPy internals (reusable alarms);
+- :mod:`~qsim.model.recorders` / :mod:`~qsim.model.recordless` — records on / off, the
+  core's two recorder strategies (``records=False`` core runs: streamed statistics, no records);
+- :mod:`~qsim.model.arrivals` — the arrival feed;
 - :mod:`~qsim.model.queues` — waiting lines (priority, FIFO within a level), per-queue gates;
 - :mod:`~qsim.model.limits` — gates: the global per-queue concurrency limit, the sliding-window rate limit;
 - :mod:`~qsim.model.dispatch` — pools, slots, policies (priority, ordered, smooth WRR), priority aging;
-- :mod:`~qsim.model.draws` — every attempt's service time and failure (shared with the engine harness);
+- :mod:`~qsim.model.draws` — which of the workload's attempt draws each job plays;
 - :mod:`~qsim.model.retries` — failures, timeouts, backoff, the dead-letter queue;
 - :mod:`~qsim.model.attempts` — the per-attempt log;
 - :mod:`~qsim.model.events` — crashes and stalled recovery, graceful shutdown (drain records), scale-up;
 - :mod:`~qsim.model.flows` — flows (waiting-children) and fan-out;
 - :mod:`~qsim.model.state` — the central columnar per-job table;
 - :mod:`~qsim.model.timeseries` — queue depth and active jobs over time;
-- :mod:`~qsim.model.recordless` — ``records=False`` core runs: streamed statistics, no records;
 - :mod:`~qsim.model.support` — what the model cannot run (nested children);
-- :mod:`~qsim.model.run` — the wiring (:class:`Model`: enqueue, start_attempt,
-  attempt_ended, settle) and :func:`simulate`.
+- :mod:`~qsim.model.run` — the wiring (:class:`Model`) and :func:`simulate`.
 
-How the mechanisms plug into the core: see :mod:`qsim.model.run` ("Core and full runs").
+How the mechanisms plug into the core: see :mod:`qsim.model.core` and :mod:`qsim.model.run`.
 """
 
-from qsim.model.arrivals import JobDraws, draw_jobs, stream
 from qsim.model.run import Model, ModelResult, simulate
 from qsim.model.support import check_supported
+from qsim.workload import JobDraws, draw_jobs, stream
 
 __all__ = ["simulate", "ModelResult", "Model", "draw_jobs", "JobDraws", "stream", "check_supported"]

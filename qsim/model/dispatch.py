@@ -46,28 +46,25 @@ from qsim.scenario import PoolSpec
 
 __all__ = ["Pool", "Dispatcher", "make_picker"]
 
-Picker = Callable[[], int]
+#: ``pick(now)``: the queue a free slot of the pool takes from next at time ``now``, or -1 for none.
+Picker = Callable[[float], int]
 
 
-def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues,
-                now: Callable[[], float] | None = None) -> Picker:
-    """A function returning the queue a free slot of the pool takes from next, or -1 for none.
-
-    ``now`` (the clock) is needed when one of the queues ages (``q.aging``).
-    """
+def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues) -> Picker:
+    """The pool's :data:`Picker` for ``policy`` over its ``queues`` (``weights``: for ``wrr``)."""
     heaps, open_ = q.heaps, q.open  # mutated in place, never rebound
     qs = tuple(queues)
     if len(qs) == 1:
         only, heap = qs[0], heaps[qs[0]]
 
-        def pick_only() -> int:
+        def pick_only(now: float) -> int:
             return only if heap and open_[only] else -1
         return pick_only
-    if policy == "priority" and now is not None and any(q.aging[i] > 0 for i in qs):
+    if policy == "priority" and any(q.aging[i] > 0 for i in qs):
         inv = {i: (1.0 / q.aging[i] if q.aging[i] > 0 else 0.0) for i in qs}
 
-        def pick_aged() -> int:
-            best, head, t = -1, (0.0, 0), now()
+        def pick_aged(now: float) -> int:
+            best, head, t = -1, (0.0, 0), now
             for i in qs:
                 h = heaps[i]
                 if h and open_[i]:
@@ -77,7 +74,7 @@ def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q:
             return best
         return pick_aged
     if policy == "priority":
-        def pick_priority() -> int:
+        def pick_priority(now: float) -> int:
             best, head = -1, None
             for i in qs:
                 h = heaps[i]
@@ -86,7 +83,7 @@ def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q:
             return best
         return pick_priority
     if policy == "ordered":
-        def pick_ordered() -> int:
+        def pick_ordered(now: float) -> int:
             for i in qs:
                 if heaps[i] and open_[i]:
                     return i
@@ -97,7 +94,7 @@ def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q:
         current = [0.0] * len(qs)
         pairs = tuple(enumerate(qs))
 
-        def pick_wrr() -> int:
+        def pick_wrr(now: float) -> int:
             total, best = 0.0, -1
             for k, i in pairs:
                 if heaps[i] and open_[i]:
@@ -135,10 +132,10 @@ class Pool:
 
 
 class Dispatcher:
-    """Matches free slots with waiting jobs; ``start(job, queue, slot)`` runs a match."""
+    """Matches free slots with waiting jobs; ``start(job, queue, slot, now)`` runs a match."""
 
     def __init__(self, pools: Sequence[Pool], queues: Queues, n_slots: int,
-                 start: Callable[[int, int, int], None]) -> None:
+                 start: Callable[[int, int, int, float], None]) -> None:
         self.pools = list(pools)
         self.queues = queues
         self.start = start
@@ -152,21 +149,21 @@ class Dispatcher:
                 self.pool_of_slot[s] = p
         self.idle_since = [0.0] * n_slots
 
-    def fill(self, pool: Pool) -> None:
+    def fill(self, pool: Pool, now: float) -> None:
         """Start jobs on the pool's free slots while its policy finds one."""
         free, pick, heaps, start = pool.free, pool.pick, self.queues.heaps, self.start
         while free:
-            q = pick()
+            q = pick(now)
             if q < 0:
                 return
-            start(heappop(heaps[q])[2], q, free.popleft())
+            start(heappop(heaps[q])[2], q, free.popleft(), now)
 
-    def offer(self, q: int) -> None:
+    def offer(self, q: int, now: float) -> None:
         """Queue ``q`` may have a startable job: let the pools that serve it and have a free slot take it."""
         pools = self.pools_of[q]
         if len(pools) == 1:
             if pools[0].free:
-                self.fill(pools[0])
+                self.fill(pools[0], now)
             return
         ready = [p for p in pools if p.free]
         if len(ready) > 1:
@@ -176,4 +173,4 @@ class Dispatcher:
         for p in ready:
             if not heap or not open_[q]:  # nothing of q left to start (at rest, nothing else changed)
                 return
-            self.fill(p)
+            self.fill(p, now)

@@ -49,18 +49,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import pandas as pd
-import simpy
-from simpy.events import Event
+from simpy.events import Event, Timeout
 
 from qsim.model.attempts import CUTOFF, STALLED
+from qsim.model.context import PoolContext
+from qsim.model.dispatch import Pool
+from qsim.model.recorders import AttemptRecords
 from qsim.model.state import DEAD
-
-if TYPE_CHECKING:
-    from qsim.model.dispatch import Pool
-    from qsim.model.run import Model
+from qsim.scenario import EventSpec, Scenario
 
 __all__ = ["PoolEvents", "DRAIN_COLUMNS"]
 
@@ -69,50 +68,55 @@ RUNNING, DRAINING, GONE = 0, 1, 2
 
 
 class PoolEvents:
-    """Processes, their slots and the scenario's events during one model run."""
+    """Processes, their slots and the scenario's events during one model run.
 
-    def __init__(self, model: Model) -> None:
-        self.model = m = model
-        s = m.scenario
+    ``retired`` (per slot) and :meth:`slot_done` are the core's ``retired`` and ``slot_done``.
+    """
+
+    def __init__(self, ctx: PoolContext, records: AttemptRecords, scenario: Scenario) -> None:
+        self.ctx = ctx
+        self.scenario = scenario
+        self.log, self.row_of = records.log, records.row_of
         self.proc_pool: list[int] = []
         self.proc_slots: list[list[int]] = []
         self.state: list[int] = []
-        for p in m.dispatcher.pools:
+        for p in ctx.pools:
             for w in range(p.spec.workers):
                 self.proc_pool.append(p.index)
                 self.proc_slots.append([p.slots[0] + w * p.spec.concurrency + c for c in range(p.spec.concurrency)])
                 self.state.append(RUNNING)
-        self.local = [p.spec.workers for p in m.dispatcher.pools]  # processes each pool has started
-        self.slot_steps: list[tuple[float, int]] = [(0.0, m.n_slots)]
+        self.local = [p.spec.workers for p in ctx.pools]  # processes each pool has started
+        self.retired = [False] * ctx.n_slots  # slots of a signalled process: never handed out again
+        self.slot_steps: list[tuple[float, int]] = [(0.0, ctx.n_slots)]
         self.drains: list[dict[str, Any]] = []
         self.draining: dict[int, tuple[set[int], int]] = {}  # process -> (running slots, drain row)
         self.stalled: deque[tuple[float, int, int, int]] = deque()  # (lock expiry, job, queue, attempt row)
-        self.kills = any(e.kind == "sigkill" for e in s.events)
-        eng = s.engine
+        self.kills = any(e.kind == "sigkill" for e in scenario.events)
+        eng = scenario.engine
         self.lock, self.interval, self.max_stalled = eng.lock_duration, eng.stalled_interval, eng.max_stalled
-        self.pool_index = {p.spec.name: p.index for p in m.dispatcher.pools}
+        self.pool_index = {p.spec.name: p.index for p in ctx.pools}
 
     def start(self) -> None:
         """Schedule the events and the initial stalled checkers."""
-        env = self.model.env
+        env = self.ctx.env
         if self.kills:
-            for p in self.model.dispatcher.pools:
+            for p in self.ctx.pools:
                 procs = [w for w, pool in enumerate(self.proc_pool) if pool == p.index]
                 if procs:
                     env.process(self._checker(p, procs))
-        for e in sorted(self.model.scenario.events, key=lambda e: e.at):
-            simpy.events.Timeout(env, e.at, e).callbacks.append(self._fire)
+        for e in sorted(self.scenario.events, key=lambda e: e.at):
+            Timeout(env, e.at, e).callbacks.append(self._fire)
 
     # ------------------------------------------------------------------ events
 
     def _fire(self, event: Event) -> None:
-        e = event._value
-        pool = self.model.dispatcher.pools[self.pool_index[e.pool]]
+        e = cast(EventSpec, event.value)
+        pool = self.ctx.pools[self.pool_index[e.pool]]
+        now = self.ctx.env.now
         if e.kind == "start":
-            self._add_processes(pool, e.count)
+            self._add_processes(pool, e.count, now)
             return
         chosen = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING][:e.count]
-        now = self.model.env.now
         self._step(now, -len(chosen) * pool.spec.concurrency)
         for w in chosen:
             self._retire_free(pool, w)
@@ -126,7 +130,7 @@ class PoolEvents:
             self.slot_steps.append((now, self.slot_steps[-1][1] + delta))
 
     def _retire_free(self, pool: Pool, w: int) -> None:
-        retired = self.model.retired
+        retired = self.retired
         mine = self.proc_slots[w]
         for s in mine:
             retired[s] = True
@@ -136,24 +140,22 @@ class PoolEvents:
             pool.free.extend(kept)
 
     def _kill(self, w: int, now: float) -> None:
-        m = self.model
+        ctx = self.ctx
         self.state[w] = GONE
         for s in self.proc_slots[w]:
-            job = m.running[s]
+            job = ctx.cancel(s)  # its pending end is ignored; it leaves the queue's active count
             if job < 0:
                 continue
-            m.running[s] = -1  # the pending end event is ignored
-            row = m.slot_attempt[s]
-            m.log.result[row] = STALLED  # it ends when the stalled check finds it (as the engine logs it)
-            q = m.jobs.queue[job]
-            m.queues.active[q] -= 1  # not running; its lock (and concurrency place) stays until recovered
+            row = self.row_of[s]
+            self.log.result[row] = STALLED  # it ends when the stalled check finds it (as the engine logs it)
+            q = ctx.jobs.queue[job]  # its lock (and place under the gates) stays until recovered
             self.stalled.append((now + self.lock, job, q, row))
 
     def _terminate(self, pool: Pool, w: int, now: float, grace: float) -> None:
-        m = self.model
+        ctx = self.ctx
         self.state[w] = DRAINING
-        busy = {s for s in self.proc_slots[w] if m.running[s] >= 0}
-        row = {"pool": pool.spec.name, "process": m.worker_names[w], "signalled_at": now, "drained_at": math.nan,
+        busy = {s for s in self.proc_slots[w] if ctx.job_on(s) >= 0}
+        row = {"pool": pool.spec.name, "process": ctx.worker_names[w], "signalled_at": now, "drained_at": math.nan,
                "cut_off_at": math.nan, "jobs_cut_off": 0, "active_at_signal": len(busy)}
         self.drains.append(row)
         if not busy:
@@ -161,11 +163,11 @@ class PoolEvents:
             self.state[w] = GONE
             return
         self.draining[w] = (busy, len(self.drains) - 1)
-        simpy.events.Timeout(m.env, grace, w).callbacks.append(self._deadline)
+        Timeout(ctx.env, grace, w).callbacks.append(self._deadline)
 
     def slot_done(self, slot: int, now: float) -> None:
         """An attempt ended on a retired slot (its process is draining)."""
-        w = self.model.slot_worker[slot]
+        w = self.ctx.slot_worker[slot]
         entry = self.draining.get(w)
         if entry is None:
             return
@@ -177,12 +179,12 @@ class PoolEvents:
             del self.draining[w]
 
     def _deadline(self, event: Event) -> None:
-        w = event._value
+        w = cast(int, event.value)
         entry = self.draining.pop(w, None)
         if entry is None:
             return
-        m = self.model
-        now = m.env.now
+        ctx = self.ctx
+        now = ctx.env.now
         busy, row = entry
         self.state[w] = GONE
         self.drains[row]["cut_off_at"] = now
@@ -190,28 +192,25 @@ class PoolEvents:
         handed: list[int] = []
         reopened: list[int] = []
         for s in sorted(busy):
-            job = m.running[s]
-            m.running[s] = -1
-            m.log.finish(m.slot_attempt[s], now, CUTOFF)
-            q = m.jobs.queue[job]
-            m.queues.active[q] -= 1
-            if m.queues.gates[q] and m.queues.gates_ended(q, now):
+            job = ctx.cancel(s)
+            self.log.finish(self.row_of[s], now, CUTOFF)
+            q = ctx.jobs.queue[job]
+            if ctx.release(q, now):
                 reopened.append(q)
             handed.append(job)
-        m.enqueue_batch(handed)
+        ctx.requeue_batch(handed, now)  # release.lua: back to waiting, at once
         for q in reopened:
-            m.dispatcher.offer(q)
+            ctx.offer(q, now)
 
-    def _add_processes(self, pool: Pool, count: int) -> None:
-        m = self.model
-        now = m.env.now
+    def _add_processes(self, pool: Pool, count: int, now: float) -> None:
+        ctx = self.ctx
         c = pool.spec.concurrency
         new: list[int] = []
         for _ in range(count):
-            w = len(m.worker_names)
-            m.worker_names.append(f"{pool.spec.name}-{self.local[pool.index]}")
+            w = ctx.add_worker(pool, f"{pool.spec.name}-{self.local[pool.index]}")
             self.local[pool.index] += 1
-            slots = [m.add_slot(pool, w) for _ in range(c)]
+            slots = [ctx.add_slot(pool, w) for _ in range(c)]
+            self.retired.extend(False for _ in slots)
             self.proc_pool.append(pool.index)
             self.proc_slots.append(slots)
             self.state.append(RUNNING)
@@ -219,13 +218,13 @@ class PoolEvents:
         pool.free.extend(self.proc_slots[w][s] for s in range(c) for w in new)
         self._step(now, count * c)
         if self.kills and new:
-            m.env.process(self._checker(pool, new))
-        m.dispatcher.fill(pool)
+            ctx.env.process(self._checker(pool, new))
+        ctx.fill(pool, now)
 
     # ------------------------------------------------------------------ stalled checks
 
     def _checker(self, pool: Pool, procs: list[int]) -> Generator[Event, Any, None]:
-        env = self.model.env
+        env = self.ctx.env
         served = set(pool.queues)
         while any(self.state[w] != GONE for w in procs):
             self.recover(env.now, served)
@@ -235,29 +234,29 @@ class PoolEvents:
         """A stalled check of the queues ``served``: put back the jobs whose lock ran out."""
         if not self.stalled:
             return
-        m = self.model
+        ctx = self.ctx
         keep: deque[tuple[float, int, int, int]] = deque()
         back: list[int] = []
         reopened: list[int] = []
-        stalled = m.jobs.stalled
+        stalled = ctx.jobs.stalled
         for item in self.stalled:
             expiry, job, q, row = item
             if expiry > now or q not in served:
                 keep.append(item)
                 continue
-            m.log.finish(row, now, STALLED)
+            self.log.finish(row, now, STALLED)
             stalled[job] += 1
-            if m.queues.gates[q] and m.queues.gates_ended(q, now):
+            if ctx.release(q, now):
                 reopened.append(q)
             if stalled[job] > self.max_stalled:
-                m.settle(job, DEAD, now)
+                ctx.settle(job, DEAD, now)
             else:
                 back.append(job)
         self.stalled = keep
         if back:
-            m.enqueue_batch(back)
+            ctx.requeue_batch(back, now)
         for q in reopened:
-            m.dispatcher.offer(q)
+            ctx.offer(q, now)
 
     def frame(self) -> pd.DataFrame:
         """``records.extra["drains"]``."""

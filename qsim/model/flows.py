@@ -17,19 +17,18 @@ adds ``count`` children of type ``job``, enqueued at that instant in one
 batch, each with its own retries. A flow type does no fan-out (as in the
 harness). The records' ``parent`` column names each child's parent.
 
-Children's draws come from :mod:`qsim.model.draws` (planned when the parent
-arrives). One level: children of children are refused by
+Children's draws come from the workload (:mod:`qsim.workload`, planned when
+the parent arrives; :mod:`qsim.model.draws` maps them to the children). One
+level: children of children are refused by
 :func:`qsim.model.support.check_supported`, as by the engine harness.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from qsim.model.context import FlowContext
+from qsim.model.draws import DrawIndex
 from qsim.model.state import COMPLETED, DEAD
-
-if TYPE_CHECKING:
-    from qsim.model.run import Model
+from qsim.scenario import Scenario
 
 __all__ = ["Flows"]
 
@@ -37,54 +36,57 @@ __all__ = ["Flows"]
 class Flows:
     """Adds children, holds flow parents in waiting-children, releases them."""
 
-    def __init__(self, model: Model) -> None:
-        self.model = m = model
-        s = m.scenario
-        self.flow = [j.flow is not None for j in s.jobs]
-        self.fan = [j.flow is None and j.fan_out is not None for j in s.jobs]
-        self.ignore = [j.flow is not None and j.flow.on_child_failure == "ignore" for j in s.jobs]
+    def __init__(self, ctx: FlowContext, draws: DrawIndex, scenario: Scenario) -> None:
+        self.ctx = ctx
+        self.draws = draws
+        self.flow = [j.flow is not None for j in scenario.jobs]
+        self.fan = [j.flow is None and j.fan_out is not None for j in scenario.jobs]
+        self.ignore = [j.flow is not None and j.flow.on_child_failure == "ignore" for j in scenario.jobs]
         self.pending: dict[int, int] = {}  # flow parent -> children not finished yet
-        self.n_arrivals = m.jobs.n
+        self.parents: list[int] = []  # every flow parent that went to waiting-children
+        self.n_arrivals = ctx.jobs.n
 
-    def arrive(self, job: int) -> None:
+    def arrive(self, job: int, now: float) -> None:
         """A drawn job arrives (the feed's ``on_arrival``)."""
-        self.arrive_batch([job])
+        self.arrive_batch([job], now)
 
-    def arrive_batch(self, jobs: list[int]) -> None:
+    def arrive_batch(self, jobs: list[int], now: float) -> None:
         """Drawn jobs arrive together: flow parents add their children and wait; the rest are enqueued."""
-        m = self.model
+        ctx = self.ctx
         ready: list[int] = []
         for job in jobs:
-            if self.flow[m.jobs.type[job]]:
-                kids = self._add_children(job)
+            if self.flow[ctx.jobs.type[job]]:
+                kids = self._add_children(job, now)
                 if kids:
                     self.pending[job] = len(kids)
+                    self.parents.append(job)
                     ready.extend(kids)
                     continue
             ready.append(job)
         if len(ready) == 1:
-            m.enqueue(ready[0])
+            ctx.enqueue(ready[0], now)
         elif ready:
-            m.enqueue_batch(ready)
+            ctx.enqueue_batch(ready, now)
 
-    def _add_children(self, parent: int) -> list[int]:
-        m = self.model
-        return [m.add_child(c, row, parent) for c, row in m.plan.kids.get(parent, [])]
+    def _add_children(self, parent: int, now: float) -> list[int]:
+        ctx, draws = self.ctx, self.draws
+        return [ctx.add_job(c, draws.add_child(c, row), parent, now) for c, row in draws.kids.get(parent, [])]
 
     def settled(self, job: int, outcome: int, now: float) -> None:
-        """The model's settle hook: release or fail a flow parent; fan out a completed job."""
-        m = self.model
-        p = m.jobs.parent[job]
+        """The core's ``on_settle``: release or fail a flow parent; fan out a completed job."""
+        ctx = self.ctx
+        jobs = ctx.jobs
+        p = jobs.parent[job]
         if p >= 0 and p in self.pending:
-            if outcome == COMPLETED or self.ignore[m.jobs.type[p]]:
+            if outcome == COMPLETED or self.ignore[jobs.type[p]]:
                 self.pending[p] -= 1
                 if self.pending[p] <= 0:
                     del self.pending[p]
-                    m.enqueue(p)
+                    ctx.requeue(p, now)  # it joins its queue now (its enqueued stays its arrival)
             elif outcome == DEAD:
                 del self.pending[p]
-                m.settle(p, DEAD, now)
-        if outcome == COMPLETED and job < self.n_arrivals and self.fan[m.jobs.type[job]]:
-            kids = self._add_children(job)
+                ctx.settle(p, DEAD, now)
+        if outcome == COMPLETED and job < self.n_arrivals and self.fan[jobs.type[job]]:
+            kids = self._add_children(job, now)
             if kids:
-                m.enqueue_batch(kids)
+                ctx.enqueue_batch(kids, now)

@@ -36,7 +36,7 @@ from typing import Protocol
 import simpy
 from simpy.events import Event, Timeout
 
-from qsim.model.arrivals import exact_delay
+from qsim.model.schedule import exact_delay
 
 __all__ = ["Gate", "ConcurrencyLimit", "RateLimit"]
 

@@ -13,6 +13,7 @@ import pandas as pd
 from qsim.errors import QsimError
 from qsim.records import Records, attempts_frame
 from qsim.scenario import Scenario
+from qsim.summary import Summary
 
 __all__ = ["ModelResult", "LazyFrames", "core_attempts", "RecordsNotKept"]
 
@@ -63,7 +64,7 @@ class ModelResult:
     scenario: Scenario
     seed: int
     records: Records | None
-    summary: dict[str, Any]
+    summary: Summary
 
     def _kept(self, what: str) -> Records:
         if self.records is None:

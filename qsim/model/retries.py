@@ -1,12 +1,12 @@
 """Retries, backoff, timeouts and the dead-letter queue: how an attempt ended.
 
-:class:`Retries` is the model's ``attempt_result`` hook (see
-:mod:`qsim.model.run`). When an attempt ends it decides, from the job's draws
-(:mod:`qsim.model.draws`), what happened:
+:class:`Retries` is the run's ``attempt_result`` (see :mod:`qsim.model.core`).
+When an attempt ends it decides, from the job's draws (:mod:`qsim.workload`),
+what happened:
 
 - it ran longer than its type's ``timeout`` (> 0): the attempt was stopped
-  at exactly ``start + timeout`` (the model scheduled its end there) and
-  failed as a ``timeout``;
+  at exactly ``start + timeout`` (the core held the slot only that long, and
+  ``ack_overhead`` more) and failed as a ``timeout``;
 - its job is poison, or this attempt's failure flag is set: it failed;
 - else it succeeded and the job is completed.
 
@@ -20,17 +20,17 @@ shutdown cut-offs do not use up an attempt (they are not decided here).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import cast
 
 from simpy.events import Event, Timeout
 
-from qsim.model.arrivals import stream
 from qsim.model.attempts import FAILED, OK, TIMEOUT
+from qsim.model.context import RetryContext
+from qsim.model.draws import DrawIndex
+from qsim.model.recorders import AttemptRecords
 from qsim.model.state import COMPLETED, DEAD
-from qsim.scenario import BackoffSpec
-
-if TYPE_CHECKING:
-    from qsim.model.run import Model
+from qsim.scenario import BackoffSpec, Scenario
+from qsim.workload import stream
 
 __all__ = ["backoff_delay", "Retries"]
 
@@ -55,47 +55,49 @@ def backoff_delay(spec: BackoffSpec, failed: int, u: float) -> float:
 
 
 class Retries:
-    """The ``attempt_result`` hook: decide an attempt's result, settle or retry the job."""
+    """The ``attempt_result``: decide an attempt's result, settle or retry the job."""
 
-    def __init__(self, model: Model) -> None:
-        self.model = model
-        s = model.scenario
-        self.timeout = [j.timeout for j in s.jobs]
-        self.max_attempts = [j.attempts for j in s.jobs]
-        self.backoff = [j.backoff for j in s.jobs]
-        self.rng = [stream(model.seed, j.name, "backoff") for j in s.jobs]
-        jobs = model.jobs
+    def __init__(self, ctx: RetryContext, draws: DrawIndex, records: AttemptRecords, scenario: Scenario,
+                 seed: int) -> None:
+        self.ctx = ctx
+        self.draws = draws
+        self.log, self.row_of = records.log, records.row_of
+        self.timeout = [j.timeout for j in scenario.jobs]
+        self.max_attempts = [j.attempts for j in scenario.jobs]
+        self.backoff = [j.backoff for j in scenario.jobs]
+        self.rng = [stream(seed, j.name, "backoff") for j in scenario.jobs]
+        jobs = ctx.jobs
         self._type, self._service, self._failed = jobs.type, jobs.service, jobs.failed_attempts
 
     def __call__(self, job: int, slot: int, now: float) -> None:
-        m = self.model
+        ctx = self.ctx
         k = self._type[job]
         made = self._failed[job]  # attempts used up before this one
         t = self.timeout[k]
-        table, row = m.tables[m.src[job]], m.row[job]
+        table, row = self.draws.of(job)
         if t > 0 and self._service[job] > t:
             result = TIMEOUT
         elif table is not None and (table.poison[row] or table.fails[row, made]):
             result = FAILED
         else:
             result = OK
-        m.log.finish(m.slot_attempt[slot], now, result)
+        self.log.finish(self.row_of[slot], now, result)
         if result == OK:
-            m.settle(job, COMPLETED, now)
+            ctx.settle(job, COMPLETED, now)
             return
         made += 1
         self._failed[job] = made
         if made >= self.max_attempts[k] or table is None:
-            m.settle(job, DEAD, now)
+            ctx.settle(job, DEAD, now)
             return
-        self._service[job] = float(table.service[row, made])
+        ctx.set_service(job, float(table.service[row, made]))
         spec = self.backoff[k]
         u = self.rng[k].random() if spec.jitter else 0.0
         delay = backoff_delay(spec, made, u)
         if delay > 0:
-            Timeout(m.env, delay, job).callbacks.append(self._due)
+            Timeout(ctx.env, delay, job).callbacks.append(self._due)
         else:
-            m.enqueue(job)
+            ctx.requeue(job, now)
 
     def _due(self, event: Event) -> None:
-        self.model.enqueue(event._value)
+        self.ctx.requeue(cast(int, event.value), self.ctx.env.now)

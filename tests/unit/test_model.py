@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from qsim.errors import NotSupportedError
 from qsim.model import JobDraws, Model, ModelResult, draw_jobs, simulate, stream
-from qsim.model.arrivals import exact_delay
+from qsim.model.schedule import exact_delay
 from qsim.model.dispatch import make_picker
 from qsim.model.limits import ConcurrencyLimit
 from qsim.model.queues import Queues

@@ -11,7 +11,7 @@ import pytest
 
 from qsim.harness.plan import plan_jobs
 from qsim.model import JobDraws, Model, draw_jobs, simulate
-from qsim.model.draws import plan_attempts
+from qsim.workload import plan_attempts
 from qsim.model.retries import backoff_delay
 from qsim.scenario import BackoffSpec, Scenario
 
