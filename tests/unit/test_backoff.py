@@ -42,3 +42,28 @@ def test_the_engine_backoff_is_the_base_rule(kind: str, delay: float, failed: in
     # Then they give the same delay, and the same whole milliseconds
     assert b.delay_for(failed, random.Random(seed)) == backoff_delay(kind, delay, failed, cap=cap, jitter=jitter, u=u)
     assert b.delay_ms(failed, random.Random(seed)) == backoff_ms(kind, delay, failed, cap=cap, jitter=jitter, u=u)
+
+
+@pytest.mark.parametrize("spec", [
+    {"kind": "fixed", "delay": 2.0, "max": 1.0, "jitter": 0.0},
+    {"kind": "fixed", "delay": 0.25, "max": 60.0, "jitter": 0.4},
+    {"kind": "exponential", "delay": 0.1, "max": 3.0, "jitter": 0.0},
+    {"kind": "exponential", "delay": 0.0123, "max": 60.0, "jitter": 0.9},
+])
+def test_model_and_harness_give_the_same_delays_attempt_for_attempt(spec: dict[str, float | str]) -> None:
+    # Given a job type with retries, the engine Backoff the harness adds its jobs with, and the model's rule
+    from qsim.dists import Constant
+    from qsim.harness.plan import engine_options, job_options
+    from qsim.model.retries import backoff_delay as model_delay
+    from qsim.scenario import BackoffSpec, JobType
+
+    b = BackoffSpec(**spec)  # type: ignore[arg-type]
+    job = JobType(name="t", queue="q", service=Constant(mean=0.1), attempts=12, backoff=b)
+    engine = engine_options(job_options(job), "t-1")["backoff"]
+    for failed in range(1, 12):
+        for u in (0.0, 0.37, 0.999):
+            class Draw:
+                def random(self) -> float:
+                    return u
+            # Then every retry waits the same whole milliseconds on both sides
+            assert engine.delay_ms(failed, Draw()) == round(model_delay(b, failed, u) * 1000)
