@@ -180,8 +180,9 @@ def _decode(v: str) -> Any:
 
 async def children_values(ctx: JobContext, job: JobRef) -> dict[str, Any]:
     """Return values of ``job``'s completed children, keyed by ``"<queue>:<id>"``."""
+    k = ctx.keys(job.queue)
     with redis_errors(f"children of job {job.id}"):
-        (h,) = await run_calls_async(ctx.client, ctx.scripts, [command("HGETALL", ctx.keys(job.queue).children(job.id))])
+        (h,) = await run_calls_async(ctx.client, ctx.scripts, [command("HGETALL", k.children(job.id))])
     return {ref: _decode(v) for ref, v in h.items()}
 
 

@@ -76,7 +76,16 @@ from typing import Any
 
 from qsim.engine import fanout
 from qsim.engine.connection import DEFAULT_REDIS_URL, check_decoded, connect, connect_async
-from qsim.engine.fanout import CHILD_POLICIES, ChildSpecs, check_one_slot, child_args, make_keys, rate_fields, rekeyed, taken
+from qsim.engine.fanout import (
+    CHILD_POLICIES,
+    ChildSpecs,
+    check_one_slot,
+    child_args,
+    make_keys,
+    rate_fields,
+    rekeyed,
+    taken,
+)
 from qsim.engine.job import Job
 from qsim.engine.jobinfo import EnqueuedJob
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
@@ -286,5 +295,5 @@ async def wait_children(job: Job, *, progress: bool = True, max_poll: float = 0.
 
 
 async def move_to_waiting_children(job: Job) -> None:
-    """Park the running ``job`` in waiting-children while children are pending (see :meth:`Job.move_to_waiting_children`)."""
+    """Park the running ``job`` while children are pending (see :meth:`Job.move_to_waiting_children`)."""
     await fanout.move_to_waiting_children(job.context, job)

@@ -41,7 +41,14 @@ from qsim.engine.executor import Executor
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
 from qsim.engine.outbox import Ack, Failure, Outbox, Release
-from qsim.engine.protocol import complete_call, fail_call, fetch_multi_call, parse_fetch_status, promote_call, release_call
+from qsim.engine.protocol import (
+    complete_call,
+    fail_call,
+    fetch_multi_call,
+    parse_fetch_status,
+    promote_call,
+    release_call,
+)
 from qsim.engine.scripts import REDIS_ERRORS, Call, Op, run_calls_async
 from qsim.engine.settings import WorkerSettings
 
@@ -56,7 +63,8 @@ _FINAL_FLUSH_TIMEOUT = 10.0
 T = TypeVar("T")
 
 
-def by_queue(keys: Sequence[QueueKeys], items: Sequence[T], job: Callable[[T], Job]) -> list[tuple[QueueKeys, list[T]]]:
+def by_queue(keys: Sequence[QueueKeys], items: Sequence[T],
+             job: Callable[[T], Job]) -> list[tuple[QueueKeys, list[T]]]:
     """``items`` split by the queue of ``job(item)``, in the order of ``keys`` (the worker's queues)."""
     if not items:
         return []
@@ -200,8 +208,8 @@ class Pipeline:
         acks, fails, rels = self.outbox.take(s.batch_size)
         batch = Batch(acks, fails, rels)
         for k, done in by_queue(keys, acks, _job_of):
-            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, [(j.id, j.token, rv) for j, rv, _ in done])],
-                      partial(self._completed, done))
+            items = [(j.id, j.token, rv) for j, rv, _ in done]
+            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items)], partial(self._completed, done))
         for k, failed in by_queue(keys, fails, _job_of):
             batch.add([fail_call(k, maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in failed])],
                       partial(self._failed, failed))
