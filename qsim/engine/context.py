@@ -72,14 +72,6 @@ class JobContext(Protocol):
         """Payload and event-stream limits."""
 
     @property
-    def prefix(self) -> str:
-        """Key prefix."""
-
-    @property
-    def group(self) -> str | None:
-        """Hash-tag group of the worker's queues (see :mod:`qsim.engine.keys`)."""
-
-    @property
     def rate_fields(self) -> dict[str, str]:
         """Rate-limit key field of a queue, by key base, as last heard from Redis (learnt, shared)."""
 
