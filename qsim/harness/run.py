@@ -39,7 +39,7 @@ from qsim.harness.processes import WorkerProcesses, apply_limits
 from qsim.safety import display_url
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
-from qsim.summary import summarize
+from qsim.summary import Summary, summarize
 
 __all__ = ["EngineResult", "run_scenario", "run_scenario_async", "check_supported"]
 
@@ -54,7 +54,7 @@ class EngineResult:
     """What one engine run measured."""
 
     records: Records
-    summary: dict[str, Any]
+    summary: Summary
     timeseries: pd.DataFrame
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     prefix: str = ""  # the run's key prefix (its keys are left in Redis with keep=True)
