@@ -47,7 +47,7 @@ class JobDead(Exception):
     """Reported for a job of this run that went to the dead-letter queue."""
 
 
-def _run(user: User) -> LoadTestRun:
+def _loadtest(user: User) -> LoadTestRun:
     run = run_of(user.environment)
     if run is None:
         logger.error("no qsim load test is running (did the locustfile call qsim.loadtest.register(events)?)")
@@ -100,14 +100,14 @@ class ProducerUser(User):
         return planned
 
     def on_start(self) -> None:
-        self.run = _run(self)
-        self.mix = JobMix(self.run.paced_rates) if self.run.paced_rates else None
-        self._poisson = self.run.config.pacing == "poisson"
+        self.loadtest = _loadtest(self)
+        self.mix = JobMix(self.loadtest.paced_rates) if self.loadtest.paced_rates else None
+        self._poisson = self.loadtest.config.pacing == "poisson"
         self._skipped, self._warned, self._late_warned = 0, False, False
-        assert self.run.t0 is not None
+        assert self.loadtest.t0 is not None
         self._due = math.inf  # the next paced add (monotonic)
         if self.mix is not None:
-            self._due = self.run.t0 + (self._gap() if self._poisson else random.uniform(0.0, self.run.interval))
+            self._due = self.loadtest.t0 + (self._gap() if self._poisson else random.uniform(0.0, self.loadtest.interval))
             self._catch_up(time.monotonic())
         self._next: tuple[float, str | None, int | None] | None = None  # (when, scheduled type, its n)
         self._choose()
@@ -115,12 +115,12 @@ class ProducerUser(User):
             gevent.sleep(max(0.0, self._next[0] - time.monotonic()))
 
     def _gap(self) -> float:
-        return random.expovariate(1.0 / self.run.interval) if self._poisson else self.run.interval
+        return random.expovariate(1.0 / self.loadtest.interval) if self._poisson else self.loadtest.interval
 
     def _catch_up(self, now: float) -> None:
         if self._due < now - MAX_LAG:
-            missed = int((now - self._due) / self.run.interval)
-            self._due += missed * self.run.interval  # the mean gap, for either pacing
+            missed = int((now - self._due) / self.loadtest.interval)
+            self._due += missed * self.loadtest.interval  # the mean gap, for either pacing
             self._skipped += missed
             log = logger.debug if self._warned else logger.warning
             self._warned = True
@@ -130,7 +130,7 @@ class ProducerUser(User):
     def _choose(self) -> None:
         """What to add next: this user's next paced add, or the next scheduled arrival if it is due
         first (claimed, so no other producer adds it)."""
-        schedule, t0 = self.run.schedule, self.run.t0
+        schedule, t0 = self.loadtest.schedule, self.loadtest.t0
         assert t0 is not None
         at = schedule.peek() if schedule is not None else None
         if at is not None and t0 + at <= self._due:
@@ -155,7 +155,7 @@ class ProducerUser(User):
             self._due += self._gap()
             self._catch_up(now)
         self._choose()
-        if self._next is None or not self.run.window_open(self._next[0]):
+        if self._next is None or not self.loadtest.window_open(self._next[0]):
             return 1.0
         return max(0.0, self._next[0] - now)
 
@@ -163,14 +163,14 @@ class ProducerUser(User):
     def add(self) -> None:
         """Add the next job (request type ``enqueue``, name = job type)."""
         nxt = self._next
-        if nxt is None or not self.run.window_open(nxt[0]):
+        if nxt is None or not self.loadtest.window_open(nxt[0]):
             return
         job_type = nxt[1]
         if job_type is None:
             assert self.mix is not None
             job_type = self.mix.next()
         with self.environment.events.request.measure("enqueue", job_type) as meta:
-            _, size = self.run.add(job_type, self.make_payload, n=nxt[2])
+            _, size = self.loadtest.add(job_type, self.make_payload, n=nxt[2])
             meta["response_length"] = size
 
 
@@ -202,13 +202,13 @@ class QueueObserverUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.run = _run(self)
+        self.loadtest = _loadtest(self)
 
     @task
     def observe(self) -> None:
         """Read the next batch of events (blocks up to one second)."""
         try:
-            ended = self.run.poll(block=1.0)
+            ended = self.loadtest.poll(block=1.0)
         except QsimError as e:
             logger.warning("observer: %s", e)
             gevent.sleep(1.0)
