@@ -24,9 +24,12 @@ Examples::
     locust -f loadtests --scenario workshop --start-workers
 
 ``-u`` is the number of producer users (concurrent adds), not the rate: the
-rate is the scenario's times ``--rate-scale``. Without ``-u`` each producer
+rate is the scenario's times ``--rate-scale``. ``burst`` and ``trace`` types
+arrive at their drawn times, flows come with their children, and with
+``--start-workers`` the scenario's ``[[events]]`` (sigterm, sigkill, start)
+happen to the local pools. Without ``-u`` each producer
 adds at most 20 jobs/s. The qsim options (``--redis-url``, ``--scenario``,
-``--i-know-this-is-not-local``, ``--qsim-prefix``, ``--rate-scale``, ``--drain``,
+``--i-know-this-is-not-local``, ``--qsim-prefix``, ``--rate-scale``, ``--pacing``, ``--drain``,
 ``--start-workers``, ``--run-id``) and their environment variables are listed in
 ``qsim/loadtest/config.py`` (Locust's ``--help`` does not show a locustfile's own options).
 """

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
+from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_float, nonneg_int, pos_int, print_json
 from qsim.cli.output import format_comparison, format_summary, write_outputs
 
 __all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
@@ -68,16 +68,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Run the model and the engine on one scenario and print both with their ratios."""
-    from qsim.analysis.compare import compare_summaries
+    from qsim.analysis.compare import compare
     from qsim.harness.run import check_supported
-    from qsim.model import simulate
 
     scenario = load_scenario(args.scenario)
     check_supported(scenario)
-    model = simulate(scenario, seed=args.seed, max_jobs=args.jobs).summary
     with redis_for(args) as url:
-        engine = _engine(args, scenario, url).summary
-    doc = compare_summaries(model, engine)
+        progress = Progress(f"compare {scenario.name} (model, then the engine)")
+        try:
+            doc = compare(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
+                          progress=progress, keep=args.keep)
+        finally:
+            progress.close()
     if args.json:
         print_json(doc)
     else:
@@ -91,8 +93,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                   "redis-server started for this command)")
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="add only the first N jobs")
-    p.add_argument("--drain-timeout", type=float, metavar="S",
-                   help="seconds to wait after the last arrival for jobs to settle (default max(30, duration))")
+    p.add_argument("--drain-timeout", type=nonneg_float, metavar="S",
+                   help="seconds to wait after the last arrival for jobs to settle; those left are reported per "
+                        "queue and count as unfinished (default: from the model's settle time of the same run, "
+                        "max(30, 1.5 x settle + 10))")
     p.add_argument("--keep", action="store_true", help="leave the run's keys (qsim-run-<hex>:*) in Redis")
     p.add_argument("--i-know-this-is-not-local", action="store_true",
                    help="allow a Redis that is not on this machine (a run adds and deletes many keys)")

@@ -2,24 +2,27 @@
 
 It runs an engine :class:`~qsim.engine.Worker` with the synthetic handler
 :func:`make_synthetic`, which does what the job plan (:mod:`qsim.harness.plan`)
-says: sleep the attempt's service time, then fail or succeed. The harness
-starts these processes, signals them (SIGTERM, SIGKILL) and starts new ones,
-exactly as a deployment would.
+says: sleep the attempt's service time, then fail or succeed, and on success
+add the planned fan-out children through the engine's own fan-out API
+(:meth:`Job.add_children <qsim.engine.Job.add_children>`), as a user's handler
+would. The harness (:mod:`qsim.harness.processes`) starts these processes,
+signals them (SIGTERM, SIGKILL) and starts new ones, exactly as a deployment
+would; its :class:`~qsim.harness.processes.WorkerSettings` defines the flags.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from qsim.engine import AsyncQueue, Job, Worker
+from qsim.engine import Job, Worker
 from qsim.harness.plan import engine_options
+from qsim.harness.processes import WorkerSettings
 
-__all__ = ["make_synthetic", "main"]
+__all__ = ["make_synthetic", "main", "PlannedFailure"]
 
 Handler = Callable[[Job], Awaitable[dict[str, Any]]]
 
@@ -28,23 +31,31 @@ class PlannedFailure(Exception):
     """The failure the job plan asked for (a transient error or a poison job)."""
 
 
-def make_synthetic(redis_url: str, prefix: str) -> Handler:
-    """The synthetic handler: sleep the planned service time of this attempt, fail
-    if planned, and on success add the planned fan-out children (one round trip)."""
-    queues: dict[str, AsyncQueue] = {}
+def make_synthetic(redis_url: str = "", prefix: str = "") -> Handler:
+    """The synthetic handler: sleep the planned service time of this attempt, fail if
+    planned, and on success add the planned fan-out children with ``job.add_children``
+    (one round trip; ids derived from the plan, so a re-run adds none twice).
+
+    A fan-out marked ``"wait": true`` in the payload also parks the parent with
+    ``job.move_to_waiting_children()`` until its children are done (its slot is
+    free meanwhile); the handler's re-run then returns at once. (The arguments
+    are kept for callers of the old signature; the worker's own client is used.)
+    """
 
     async def synthetic(job: Job) -> dict[str, Any]:
         plan = job.data
+        fan = plan.get("fan")
+        if fan and fan.get("wait") and (await job.children_values() or await job.children_failures()):
+            return {"attempt": job.attempt, "resumed": True}  # parked until the children were done
         k = min(job.attempt, len(plan["s"])) - 1
         await asyncio.sleep(float(plan["s"][k]))
         if plan["x"][min(job.attempt, len(plan["x"])) - 1]:
             raise PlannedFailure(f"planned failure of attempt {job.attempt}")
-        fan = plan.get("fan")
         if fan:
-            if fan["queue"] not in queues:
-                queues[fan["queue"]] = AsyncQueue(fan["queue"], redis=redis_url, prefix=prefix)
-            await queues[fan["queue"]].add_bulk(
-                [(fan["type"], data, engine_options(fan["options"], jid)) for jid, data in fan["jobs"]])
+            await job.add_children([(fan["queue"], fan["type"], data, engine_options(fan["options"], jid))
+                                    for jid, data in fan["jobs"]])
+            if fan.get("wait"):
+                await job.move_to_waiting_children()
         return {"attempt": job.attempt}
 
     return synthetic
@@ -52,27 +63,13 @@ def make_synthetic(redis_url: str, prefix: str) -> Handler:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one pool worker until SIGTERM; the exit code is the worker's."""
-    p = argparse.ArgumentParser(prog="python -m qsim.harness.pool_worker")
-    p.add_argument("--redis", required=True)
-    p.add_argument("--prefix", required=True)
-    p.add_argument("--queue", action="append", required=True, help="a queue of the pool (repeat for several)")
-    p.add_argument("--concurrency", type=int, required=True)
-    p.add_argument("--policy", default="priority", help="priority | ordered | wrr")
-    p.add_argument("--weight", action="append", default=[], metavar="QUEUE=N", help="wrr weight (repeat)")
-    p.add_argument("--lock-duration", type=float, default=30.0)
-    p.add_argument("--stalled-interval", type=float, default=30.0)
-    p.add_argument("--max-stalled", type=int, default=1)
-    p.add_argument("--grace", type=float, default=30.0)
-    p.add_argument("--worker-id", required=True)
-    p.add_argument("--ready-key", required=True, help="Redis list this process pushes its id to once running")
-    a = p.parse_args(argv)
+    a = WorkerSettings.parse(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {a.worker_id} %(levelname)s %(name)s: %(message)s")
 
     async def run() -> int:
-        weights = {q: int(w) for q, w in (item.split("=", 1) for item in a.weight)}
-        worker = Worker(a.queue if len(a.queue) > 1 else a.queue[0], make_synthetic(a.redis, a.prefix),
-                        redis=a.redis, prefix=a.prefix, policy=a.policy, weights=weights,
+        worker = Worker(list(a.queues) if len(a.queues) > 1 else a.queues[0], make_synthetic(),
+                        redis=a.redis, prefix=a.prefix, policy=a.policy, weights=dict(a.weights),
                         concurrency=a.concurrency, lock_duration=a.lock_duration,
                         stalled_interval=a.stalled_interval, max_stalled=a.max_stalled,
                         shutdown_grace=a.grace, worker_id=a.worker_id, keep_completed=None)

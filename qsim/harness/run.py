@@ -1,10 +1,12 @@
 """Run a scenario on the real engine: worker processes, a producer, events, records.
 
-:func:`run_scenario` starts every pool's worker processes
-(:mod:`qsim.harness.pool_worker`), adds the planned jobs on time
-(:mod:`qsim.harness.plan`), sends the scenario's events as real signals
-(``sigterm``, ``sigkill``) or starts new processes (``start``), waits until
-every job has settled, and builds the same records and Summary as the model.
+:func:`run_scenario_async` (``await`` it in a notebook) and its sync twin
+:func:`run_scenario` start every pool's worker processes
+(:mod:`qsim.harness.processes`), add the planned jobs on time
+(:mod:`qsim.harness.plan`), send the scenario's events as real signals
+(``sigterm``, ``sigkill``) or start new processes (``start``), wait until
+every job has settled (up to a drain timeout from the model's settle time,
+:mod:`qsim.harness.drain`), and build the same records and Summary as the model.
 
 Every timestamp is Redis's clock (``TIME`` inside the scripts) minus the run's
 start, also read from Redis. Each run uses a key prefix of its own, so it never
@@ -18,11 +20,7 @@ import logging
 import math
 import os
 import secrets
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,14 +31,17 @@ import pandas as pd
 import redis.asyncio
 
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
-from qsim.errors import HarnessError, NotSupportedError
+from qsim.errors import HarnessError, NotSupportedError, QsimError
+from qsim.harness.aio import run_sync
+from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
+from qsim.harness.processes import WorkerProcesses, apply_limits
 from qsim.safety import display_url
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
 from qsim.summary import Summary, summarize
 
-__all__ = ["EngineResult", "run_scenario", "check_supported"]
+__all__ = ["EngineResult", "run_scenario", "run_scenario_async", "check_supported"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class EngineResult:
     timeseries: pd.DataFrame
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     prefix: str = ""  # the run's key prefix (its keys are left in Redis with keep=True)
+    drain_timeout: float = 0.0  # seconds it waited after the last arrival, at most
+    unsettled: dict[str, dict[str, int]] = field(default_factory=dict)  # queue -> state -> jobs left then
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -73,87 +76,12 @@ def check_supported(scenario: Scenario) -> None:
                                         f"(engine weights are whole numbers)")
 
 
-class _Pools:
-    """The worker processes of every pool, started and signalled like a deployment would."""
-
-    def __init__(self, scenario: Scenario, url: str, prefix: str, logdir: Path) -> None:
-        self.scenario, self.url, self.prefix, self.logdir = scenario, url, prefix, logdir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.pool_of: dict[str, str] = {}
-        self.ready_key = f"{prefix}:harness:ready"
-        self.slot_changes: list[tuple[float, int]] = []
-        self._n = 0
-
-    def grace(self, pool: str) -> float:
-        graces = [e.grace for e in self.scenario.events if e.pool == pool and e.kind == "sigterm"]
-        return max(graces) if graces else 30.0
-
-    def start(self, pool: str, count: int) -> list[str]:
-        spec, eng = self.scenario.pool(pool), self.scenario.engine
-        ids = []
-        for _ in range(count):
-            wid = f"{pool}-{self._n}"
-            self._n += 1
-            args = [sys.executable, "-m", "qsim.harness.pool_worker", "--redis", self.url, "--prefix", self.prefix,
-                    "--concurrency", str(spec.concurrency), "--policy", spec.policy, "--lock-duration", str(eng.lock_duration),
-                    "--stalled-interval", str(eng.stalled_interval), "--max-stalled", str(eng.max_stalled),
-                    "--grace", str(self.grace(pool)), "--worker-id", wid, "--ready-key", self.ready_key]
-            for q in spec.queues:
-                args += ["--queue", q, "--weight", f"{q}={int(spec.weight(q))}"]
-            log = (self.logdir / f"{wid}.log").open("wb")
-            self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            log.close()
-            self.pool_of[wid] = pool
-            ids.append(wid)
-        return ids
-
-    def alive(self, pool: str) -> list[str]:
-        return [w for w, p in self.procs.items() if self.pool_of[w] == pool and p.poll() is None
-                and not getattr(p, "qsim_signalled", False)]
-
-    def signal(self, pool: str, count: int, sig: signal.Signals) -> list[str]:
-        chosen = self.alive(pool)[:count]
-        for wid in chosen:
-            proc = self.procs[wid]
-            proc.send_signal(sig)
-            proc.qsim_signalled = True  # type: ignore[attr-defined]
-        return chosen
-
-    def stop_all(self, timeout: float) -> dict[str, int | None]:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return {w: p.returncode for w, p in self.procs.items()}
-
-
-async def _wait_ready(client: redis.asyncio.Redis, key: str, ids: list[str], pools: _Pools, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    want = set(ids)
-    while want:
-        got = await client.blpop([key], timeout=0.5)
-        if got:
-            want.discard(got[1].decode() if isinstance(got[1], bytes) else got[1])
-        for wid in list(want):
-            if pools.procs[wid].poll() is not None:
-                log = (pools.logdir / f"{wid}.log").read_text(errors="replace")[-2000:]
-                raise HarnessError(f"worker process {wid} exited with {pools.procs[wid].returncode} at start:\n{log}")
-        if time.monotonic() > deadline:
-            raise HarnessError(f"worker processes {sorted(want)} did not start within {timeout:.0f} s")
-
-
 async def _redis_now(client: redis.asyncio.Redis) -> float:
     sec, usec = await client.time()
     return float(sec) + float(usec) / 1e6
 
 
-async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, drain_timeout: float,
+async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, drain: Drain,
                progress: Progress | None, keep: bool, logdir: Path) -> EngineResult:
     plan = plan_jobs(scenario, seed=seed, max_jobs=max_jobs)
     prefix = f"qsim-run-{secrets.token_hex(4)}"
@@ -161,47 +89,48 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
     try:
         await client.ping()
     except (redis.RedisError, OSError) as e:
+        await client.aclose()
         raise HarnessError(f"cannot reach Redis at {display_url(url)}: {e}") from e
     queues = {q.name: AsyncQueue(q.name, redis=url, prefix=prefix) for q in scenario.queues}
-    pools = _Pools(scenario, url, prefix, logdir)
+    pools = WorkerProcesses(scenario, url, prefix=prefix, ready_key=f"{prefix}:harness:ready", logdir=logdir)
     try:
-        for spec in scenario.queues:
-            q = queues[spec.name]
-            await q.set_retention(keep_count=None)
-            if spec.concurrency_limit is not None:
-                await q.set_concurrency_limit(spec.concurrency_limit)
-            if spec.rate_limit is not None:
-                await q.set_rate_limit(spec.rate_limit.max, spec.rate_limit.per, key=spec.rate_limit.key)
-            if spec.aging > 0:
-                await q.set_aging(spec.aging)
-        first = [w for p in scenario.pools for w in pools.start(p.name, p.workers)]
-        await _wait_ready(client, pools.ready_key, first, pools, timeout=60)
+        await asyncio.to_thread(apply_limits, scenario, url, prefix, keep_completed=True)
+        first = pools.start_all()
+        await asyncio.to_thread(pools.wait_ready, first, 60.0)
         t0 = await _redis_now(client)
         loop_t0 = asyncio.get_running_loop().time()
-        pools.slot_changes.append((0.0, scenario.slots))
+        slot_changes = [(0.0, scenario.slots)]
         added: dict[str, PlannedJob] = {}
-        events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0))
+        events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0, slot_changes))
         try:
             async with FlowProducer(redis=url, prefix=prefix) as flows:
                 await _produce(plan, scenario, queues, flows, added, loop_t0, progress, len(plan))
-            settled = await _drain(queues, scenario, loop_t0, drain_timeout, progress)
+            draining = None if progress is None else (lambda f: progress(0.9 + 0.1 * f))
+            unsettled = await wait_settled(queues, drain.timeout, expected=drain.settle or drain.timeout,
+                                           progress=draining)
         finally:
             events.cancel()
-        if not settled:
-            logger.warning("jobs still unsettled %.0f s after the last arrival: counted as unfinished", drain_timeout)
-        exit_codes = pools.stop_all(timeout=max(pools.grace(p.name) for p in scenario.pools) + 10)
+            try:
+                await events
+            except asyncio.CancelledError:
+                pass
+            except (QsimError, OSError) as e:  # a process that did not start: the run goes on without it
+                logger.error("a scenario event failed: %s", e)
+        if unsettled:
+            logger.warning("%s", unsettled_message(unsettled, drain.timeout))
+        exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
         infos = [info for q in queues.values() for info in await q.job_records()]
-        records = _records(infos, added, t0, pools.slot_changes)
+        records = _records(infos, added, t0, slot_changes)
         if not keep:
             await _delete_keys(client, prefix)
     finally:
-        pools.stop_all(timeout=5)
+        pools.stop_all(timeout=5)  # at once when stopped already; blocking on purpose (a cancelled run too)
         for q in queues.values():
             await q.close()
         await client.aclose()
     summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup)
     return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
-                        exit_codes=exit_codes, prefix=prefix)
+                        exit_codes=exit_codes, prefix=prefix, drain_timeout=drain.timeout, unsettled=unsettled)
 
 
 async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str, AsyncQueue], flows: FlowProducer,
@@ -239,42 +168,23 @@ def _item(job: PlannedJob, scenario: Scenario, *, with_queue: bool = False) -> t
     return (job.queue, job.type, job.payload, opts) if with_queue else (job.type, job.payload, opts)
 
 
-async def _drain(queues: dict[str, AsyncQueue], scenario: Scenario, loop_t0: float, timeout: float,
-                 progress: Progress | None) -> bool:
-    """Wait until no job is waiting, delayed or active (True), or ``timeout`` after the arrivals end."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        busy = 0
-        for q in queues.values():
-            c = await q.counts()
-            busy += c["waiting"] + c["active"] + c["delayed"] + c.get("waiting_children", 0)
-        if busy == 0:
-            return True
-        if progress:
-            progress(0.9 + 0.1 * min(1.0, (loop.time() - loop_t0) / (scenario.duration + timeout)))
-        await asyncio.sleep(0.1)
-    return False
-
-
-async def _events(scenario: Scenario, pools: _Pools, client: redis.asyncio.Redis, loop_t0: float, t0: float) -> None:
+async def _events(scenario: Scenario, pools: WorkerProcesses, client: redis.asyncio.Redis, loop_t0: float,
+                  t0: float, slot_changes: list[tuple[float, int]]) -> None:
     """Carry out the scenario's events at their times: real signals, real new processes."""
     loop = asyncio.get_running_loop()
     for event in sorted(scenario.events, key=lambda e: e.at):
         delay = loop_t0 + event.at - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        now = await _redis_now(client) - t0
         concurrency = scenario.pool(event.pool).concurrency
         if event.kind == "start":
-            ids = pools.start(event.pool, event.count)
-            await _wait_ready(client, pools.ready_key, ids, pools, timeout=60)
+            ids = await asyncio.to_thread(pools.apply, event)
             now = await _redis_now(client) - t0
-            pools.slot_changes.append((now, pools.slot_changes[-1][1] + len(ids) * concurrency))
+            slot_changes.append((now, slot_changes[-1][1] + len(ids) * concurrency))
         else:
-            sig = signal.SIGTERM if event.kind == "sigterm" else signal.SIGKILL
-            ids = pools.signal(event.pool, event.count, sig)
-            pools.slot_changes.append((now, pools.slot_changes[-1][1] - len(ids) * concurrency))
+            now = await _redis_now(client) - t0
+            ids = pools.apply(event)
+            slot_changes.append((now, slot_changes[-1][1] - len(ids) * concurrency))
         logger.info("t=%.2f %s %s: %s", now, event.kind, event.pool, ", ".join(ids) or "no process left")
 
 
@@ -283,13 +193,15 @@ def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
     """JobRecords from the stored jobs; an added job Redis no longer has is ``lost``.
 
     A fan-out child is expected once its parent has completed (the handler adds
-    the children on success); flow children are added with their parent.
+    the children on success, just before it returns) or when Redis has it;
+    flow children are added with their parent.
     """
     added = dict(added)
     completed = {info.id for info in infos if info.state == "completed"}
+    present = {info.id for info in infos}
     for job in list(added.values()):
-        if job.job_id in completed and job.children and job.payload.get("fan"):
-            added.update((c.job_id, c) for c in job.children)
+        if job.children and job.payload.get("fan"):
+            added.update((c.job_id, c) for c in job.children if job.job_id in completed or c.job_id in present)
     nan = math.nan
     cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "type", "queue", "priority", "enqueued", "started",
                                                   "finished", "attempts", "failed_attempts", "stalled", "worker",
@@ -362,29 +274,48 @@ async def _delete_keys(client: redis.asyncio.Redis, prefix: str) -> None:
         await client.unlink(*batch)
 
 
-def run_scenario(scenario: Scenario, redis_url: str, *, seed: int | None = None, max_jobs: int | None = None,
-                 drain_timeout: float | None = None, progress: Progress | None = None, keep: bool = False,
-                 logdir: str | Path | None = None) -> EngineResult:
-    """Run ``scenario`` on the engine against ``redis_url``, in real time.
+async def run_scenario_async(scenario: Scenario, redis_url: str, *, seed: int | None = None,
+                             max_jobs: int | None = None, drain_timeout: float | None = None,
+                             progress: Progress | None = None, keep: bool = False,
+                             logdir: str | Path | None = None) -> EngineResult:
+    """Run ``scenario`` on the engine against ``redis_url``, in real time (``await`` it in a notebook).
 
     Args:
         seed: Overrides the scenario's seed (arrivals and service times).
         max_jobs: Add only the first ``max_jobs`` jobs.
-        drain_timeout: Seconds to wait after the last arrival for every job
-            to settle (default ``max(30, duration)``); jobs still open then are
-            ``unfinished``.
+        drain_timeout: Seconds to wait after the last arrival for every job to
+            settle; jobs still open then are ``unfinished``, reported per queue
+            in a warning. Default: from the model's settle time of the same run
+            (:mod:`qsim.harness.drain`: ``max(30, 1.5 x settle + 10)``).
         progress: Called with the fraction done, now and then.
         keep: Leave the run's keys in Redis (prefix ``qsim-run-<hex>``).
         logdir: Where worker processes write their logs (default: a temp dir).
     """
     check_supported(scenario)
     seed = scenario.seed if seed is None else seed
-    timeout = max(30.0, scenario.duration) if drain_timeout is None else drain_timeout
+    if drain_timeout is None:
+        drain = await asyncio.to_thread(predicted_drain, scenario, seed=seed, max_jobs=max_jobs)
+        logger.info("drain timeout %.0f s: the model settles %.1f s after the last arrival", drain.timeout,
+                    drain.settle)
+    else:
+        if not drain_timeout >= 0:
+            raise ValueError(f"drain_timeout must be >= 0 seconds, got {drain_timeout!r}")
+        drain = Drain(settle=0.0, timeout=float(drain_timeout))
     if logdir is None:
         with tempfile.TemporaryDirectory(prefix="qsim-run-") as tmp:
-            return asyncio.run(_run(scenario, redis_url, seed, max_jobs, timeout, progress, keep, Path(tmp)))
+            return await _run(scenario, redis_url, seed, max_jobs, drain, progress, keep, Path(tmp))
     Path(logdir).mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_run(scenario, redis_url, seed, max_jobs, timeout, progress, keep, Path(logdir)))
+    return await _run(scenario, redis_url, seed, max_jobs, drain, progress, keep, Path(logdir))
+
+
+def run_scenario(scenario: Scenario, redis_url: str, *, seed: int | None = None, max_jobs: int | None = None,
+                 drain_timeout: float | None = None, progress: Progress | None = None, keep: bool = False,
+                 logdir: str | Path | None = None) -> EngineResult:
+    """:func:`run_scenario_async` from sync code; inside a running event loop (Jupyter) it runs
+    in a worker thread (:func:`qsim.harness.aio.run_sync`). Same arguments."""
+    return run_sync(lambda: run_scenario_async(scenario, redis_url, seed=seed, max_jobs=max_jobs,
+                                               drain_timeout=drain_timeout, progress=progress, keep=keep,
+                                               logdir=logdir))
 
 
 if os.name != "posix":  # pragma: no cover - signals and sessions are POSIX

@@ -3,8 +3,8 @@
 Imported only by ``loadtests/`` (importing Locust patches the process for
 gevent): the names below load Locust on first use, so the Locust-free parts
 (:mod:`~qsim.loadtest.config`, :mod:`~qsim.loadtest.mix`,
-:mod:`~qsim.loadtest.run`, :mod:`~qsim.loadtest.workers`) can be imported
-without it.
+:mod:`~qsim.loadtest.schedule`, :mod:`~qsim.loadtest.run`,
+:mod:`~qsim.loadtest.workers`) can be imported without it.
 
 A locustfile::
 
@@ -14,7 +14,9 @@ A locustfile::
     register(events)  # --redis-url, --scenario, --i-know-this-is-not-local, ...
 
 - :class:`~qsim.loadtest.users.ProducerUser`: adds the scenario's jobs at its
-  rates (constant pacing), request type ``enqueue``, name = job type.
+  rates (constant pacing), ``burst`` and ``trace`` types at their drawn times
+  (:mod:`~qsim.loadtest.schedule`), flows with their children; request type
+  ``enqueue``, name = job type.
 - :class:`~qsim.loadtest.users.QueueObserverUser`: reads the queues' event
   streams and reports each ended job of the run as request type ``job``
   (latency, enqueue -> completion) and ``wait`` (enqueue -> start), from
@@ -22,7 +24,8 @@ A locustfile::
 - :class:`~qsim.loadtest.shape.ScenarioShape`: the scenario's duration, then a
   drain, then stop.
 - :class:`~qsim.loadtest.workers.WorkerPool`: the scenario's pools as local
-  processes, with the scenario's queue limits (``--start-workers``).
+  processes, with the scenario's queue limits and ``[[events]]``
+  (``--start-workers``; :mod:`qsim.harness.processes` underneath).
 - :mod:`~qsim.loadtest.compare`: the model's prediction for the same run
   (``--compare-model``).
 

@@ -1,9 +1,10 @@
 """The model's prediction for what a load test just measured (``--compare-model``).
 
 The load test adds the scenario's jobs for a window at scaled rates with its
-own pacing, and skips the scenario's ``[[events]]``; :func:`load_test_scenario`
-is the scenario that describes exactly that: duration = the window, no
-warm-up, and as arrivals either
+own pacing (``burst`` and ``trace`` types on their drawn schedule), and plays
+the scenario's ``[[events]]`` only on pools it started itself;
+:func:`load_test_scenario` is the scenario that describes exactly that:
+duration = the window, no warm-up, the events or none, and as arrivals either
 
 - the enqueue times the observer read from Redis, replayed as ``trace``
   arrivals (a single Locust process). The model then draws for the k-th job
@@ -13,8 +14,9 @@ warm-up, and as arrivals either
   times, and :func:`predict` needs one run; or
 - the rates times the scale, ``constant`` (``--pacing constant``: exact for one
   producer and one type, an approximation otherwise) or ``poisson``
-  (``--pacing poisson``), pooled over replications (distributed runs, whose
-  master does not see the enqueue times).
+  (``--pacing poisson``), scheduled types (and all with ``--pacing
+  scenario``) as drawn, sped up by the scale, pooled over replications
+  (distributed runs, whose master does not see the enqueue times).
 
 :func:`predict` gives each job type's wait and latency percentiles, the
 quantities of the ``wait`` and ``job`` rows of the Locust statistics.
@@ -35,7 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim.dists import ConstantArrivals, PoissonArrivals, TraceArrivals
+from qsim.dists import Arrival, BurstArrivals, ConstantArrivals, PoissonArrivals, TraceArrivals
+from qsim.loadtest.schedule import SCHEDULED_KINDS
 from qsim.model import simulate
 from qsim.scenario import Scenario
 
@@ -43,11 +46,13 @@ __all__ = ["load_test_scenario", "predict", "comparison_rows", "write_comparison
 
 
 def load_test_scenario(scenario: Scenario, *, scale: float, window: float, pacing: str,
-                       arrivals: dict[str, list[float]] | None = None) -> Scenario:
+                       arrivals: dict[str, list[float]] | None = None, events: bool = False) -> Scenario:
     """The scenario a load test with these settings actually ran (see the module docstring).
 
     Args:
         arrivals: Enqueue times by job type (any clock, seconds): replayed as they were.
+        events: Keep the scenario's ``[[events]]`` (the load test played them on
+            ``--start-workers`` pools); else the run had none.
     """
     start = min((t for ts in (arrivals or {}).values() for t in ts), default=0.0)
     last = max((t - start for ts in (arrivals or {}).values() for t in ts), default=0.0)
@@ -57,13 +62,27 @@ def load_test_scenario(scenario: Scenario, *, scale: float, window: float, pacin
             if arrivals:
                 at = tuple(sorted(t - start for t in arrivals.get(job.name, ())))
                 arrival: Any = TraceArrivals(path=Path("<load test>"), at=at)
+            elif job.arrival.kind in SCHEDULED_KINDS or pacing == "scenario":  # on the drawn schedule, scaled
+                arrival = _sped_up(job.arrival, scale)
             else:
                 rate = float(job.arrival.rate) * scale
                 arrival = PoissonArrivals(rate=rate) if pacing == "poisson" else ConstantArrivals(rate=rate)
             job = replace(job, arrival=arrival)
         jobs.append(job)
     duration = max(float(window), last + 1e-6)
-    return replace(scenario, jobs=tuple(jobs), duration=duration, warmup=0.0, events=())
+    return replace(scenario, jobs=tuple(jobs), duration=duration, warmup=0.0,
+                   events=scenario.events if events else ())
+
+
+def _sped_up(arrival: Arrival, scale: float) -> Arrival:
+    """The same arrival process with every time divided by ``scale`` (its rate times ``scale``)."""
+    if isinstance(arrival, TraceArrivals):
+        return TraceArrivals(path=arrival.path, at=tuple(t / scale for t in arrival.at))
+    if isinstance(arrival, BurstArrivals):
+        return BurstArrivals(rate=arrival.rate * scale, size=arrival.size)
+    if isinstance(arrival, PoissonArrivals):
+        return PoissonArrivals(rate=arrival.rate * scale)
+    return ConstantArrivals(rate=float(arrival.rate) * scale)
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:

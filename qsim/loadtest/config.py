@@ -13,12 +13,17 @@ argument                       environment variable               meaning
 ``--i-know-this-is-not-local`` ``QSIM_I_KNOW_THIS_IS_NOT_LOCAL``  allow a non-loopback Redis (staging)
 ``--qsim-prefix P``            ``QSIM_PREFIX``                    key prefix of the queues (default ``qsim``)
 ``--rate-scale X``             ``QSIM_RATE_SCALE``                multiply every arrival rate (default 1)
-``--pacing constant|poisson``  ``QSIM_PACING``                    gaps between one producer's adds (default constant)
+``--pacing P``                 ``QSIM_PACING``                    ``constant`` (default), ``poisson`` or ``scenario``
 ``--drain S``                  ``QSIM_DRAIN``                     seconds to keep observing after arrivals stop (default 10)
 ``--start-workers``            ``QSIM_START_WORKERS``             start the scenario's pools as local processes
 ``--run-id ID``                ``QSIM_RUN_ID``                    job-id prefix of this run (default: random)
 ``--compare-model``            ``QSIM_COMPARE_MODEL``             at the end, the model's p50/p95 next to the measured
 =============================  =================================  ==============================================
+
+``--pacing``: the gaps between one producer's adds of ``poisson`` and
+``constant`` types; ``burst`` and ``trace`` types (every type with
+``scenario``) follow the scenario's drawn arrival times
+(:mod:`qsim.loadtest.schedule`).
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ DEFAULT_SCENARIO = "workshop"
 #: Without ``-u``, enough producer users that none adds more than this many jobs per second.
 MAX_RATE_PER_PRODUCER = 20.0
 
-#: How a producer spaces its adds.
-PACINGS = ("constant", "poisson")
+#: How a producer spaces its adds of paced types (``scenario``: none is paced, all follow the drawn schedule).
+PACINGS = ("constant", "poisson", "scenario")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_:-]{1,40}$")
 
@@ -60,8 +65,10 @@ def add_arguments(parser: Any) -> None:
     g.add_argument("--rate-scale", env_var="QSIM_RATE_SCALE", type=float, default=1.0,
                    help="multiply every arrival rate of the scenario (default 1)")
     g.add_argument("--pacing", env_var="QSIM_PACING", choices=PACINGS, default="constant",
-                   help="gaps between one producer's adds: constant (n/rate) or poisson (exponential, mean n/rate: "
-                        "all producers together then form a Poisson process of the total rate)")
+                   help="gaps between one producer's adds of poisson/constant types: constant (n/rate) or poisson "
+                        "(exponential, mean n/rate: all producers together then form a Poisson process of the "
+                        "total rate); scenario: every type at the scenario's drawn arrival times, as burst and "
+                        "trace types always are")
     g.add_argument("--drain", env_var="QSIM_DRAIN", type=float, default=10.0,
                    help="seconds to keep observing completions after arrivals stop (default 10)")
     g.add_argument("--start-workers", env_var="QSIM_START_WORKERS", action="store_true", default=False,

@@ -11,7 +11,9 @@
   With ``--start-workers`` it starts the scenario's pools as local processes
   and waits until they run (stopped at ``quitting``).
 - ``test_start``: connects, then opens the arrival window: the users start
-  only after this.
+  only after this. The master (or the single process) tells its workers how
+  many share the scheduled arrivals, and with ``--start-workers`` plays the
+  scenario's ``[[events]]`` on the local pools at their times (a greenlet).
 - ``test_stop``: logs what was added and observed, and what Redis holds;
   with ``--compare-model``, the model's prediction next to the measurement.
 - ``quitting``: stops the local pools.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,6 +40,7 @@ from qsim.loadtest.compare import comparison_rows, load_test_scenario, predict, 
 from qsim.loadtest.config import LoadTestConfig, add_arguments
 from qsim.loadtest.mix import arrival_rates
 from qsim.loadtest.run import LoadTestRun
+from qsim.loadtest.schedule import scheduled_types
 from qsim.loadtest.workers import WorkerPool
 from qsim.safety import require_local_or_confirmed
 from qsim.scenario import Scenario
@@ -49,6 +53,7 @@ logger = logging.getLogger(__name__)
 _RUNS: weakref.WeakKeyDictionary[Environment, LoadTestRun] = weakref.WeakKeyDictionary()
 _POOLS: weakref.WeakKeyDictionary[Environment, WorkerPool] = weakref.WeakKeyDictionary()
 _STARTS: weakref.WeakKeyDictionary[Environment, int] = weakref.WeakKeyDictionary()
+_EVENTS: weakref.WeakKeyDictionary[Environment, gevent.Greenlet] = weakref.WeakKeyDictionary()
 
 
 def run_of(environment: Environment) -> LoadTestRun | None:
@@ -151,9 +156,13 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
             _STARTS[environment] = starts + 1
             if starts:
                 _decide(options, starts)  # a restart (web UI): new run id, options as edited there
+        if isinstance(runner, MasterRunner) and options is not None:
+            _share_out(options, runner.worker_count)
         config = LoadTestConfig.from_options(options)
         node = f"-w{runner.worker_index}" if isinstance(runner, WorkerRunner) else ""
-        run = LoadTestRun(config, node=node)
+        nodes = max(1, int(getattr(options, "qsim_nodes", None) or 1))
+        share = (runner.worker_index % nodes, nodes) if isinstance(runner, WorkerRunner) else (0, 1)
+        run = LoadTestRun(config, node=node, share=share)
         run.connect()
     except (QsimError, ValueError, OSError) as e:
         logger.error("qsim load test cannot start: %s", e)
@@ -164,6 +173,34 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         return
     run.open_window()
     _RUNS[environment] = run
+    pool = _POOLS.get(environment)
+    if pool is not None and run.scenario.events:
+        _EVENTS[environment] = gevent.spawn(_play_events, pool, run)
+
+
+def _share_out(options: Any, workers: int) -> None:
+    """On a master: how many Locust workers share the scheduled arrivals (each takes every
+    ``n``-th), with at least one producer user each."""
+    options.qsim_nodes = max(1, workers)
+    config, scenario, _ = _check(options)
+    if scheduled_types(scenario, config.pacing) and (options.qsim_producers or 1) < options.qsim_nodes:
+        logger.info("%d producer users raised to %d: one per Locust worker, each adds its share of the "
+                    "scheduled arrivals", options.qsim_producers or 1, options.qsim_nodes)
+        options.qsim_producers = options.qsim_nodes
+
+
+def _play_events(pool: WorkerPool, run: LoadTestRun) -> None:
+    """The scenario's ``[[events]]`` on the local pools, each at its time after the window opened."""
+    assert run.t0 is not None
+    for event in sorted(run.scenario.events, key=lambda e: e.at):
+        gevent.sleep(max(0.0, run.t0 + event.at - time.monotonic()))
+        try:
+            ids = pool.apply(event)
+        except (QsimError, OSError) as e:
+            logger.error("event %s %s at %.1f s failed: %s", event.kind, event.pool, event.at, e)
+            continue
+        logger.info("qsim event t=%.2f s: %s %s: %s", run.elapsed(), event.kind, event.pool,
+                    ", ".join(ids) or "no process left")
 
 
 def _measured(environment: Environment) -> dict[tuple[str, str], dict[str, float]]:
@@ -184,7 +221,7 @@ def _compare(environment: Environment, run: LoadTestRun) -> None:
     try:
         replay = run.arrivals if run.arrivals and not isinstance(environment.runner, MasterRunner) else None
         predicted = predict(load_test_scenario(run.scenario, scale=c.rate_scale, window=window, pacing=c.pacing,
-                                               arrivals=replay))
+                                               arrivals=replay, events=c.start_workers))
     except (QsimError, ValueError) as e:
         logger.warning("no model prediction for this run: %s", e)
         return
@@ -212,6 +249,10 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
+    events = _EVENTS.pop(environment, None)
+    if events is not None and not events.dead:
+        events.kill(block=False)
+        logger.info("the test stopped before the scenario's last events: those were not carried out")
     run = _RUNS.pop(environment, None)
     if run is None:
         return

@@ -7,23 +7,25 @@ Nothing here imports Locust.
 - :class:`JobMix`: which type a producer adds next, by smooth weighted
   round-robin over those rates (deterministic: after ``n`` picks each type
   has ``n * rate / total`` of them, within one).
-- :class:`PayloadSource`: the payload and engine options of each job, taken
-  from :func:`qsim.harness.plan.plan_jobs` (the very draws the model and
-  ``qsim run`` use), cycled when the load test outlasts them, under job ids
-  of this run (``<run_id>-<type>-<n>``) so a run never collides with another.
+- :class:`PayloadSource`: the payload and engine options of each job (and
+  of a flow parent's children), taken from :func:`qsim.harness.plan.plan_jobs`
+  (the very draws the model and ``qsim run`` use), cycled when the load test
+  outlasts them, under job ids of this run (``<run_id>-<type>-<n>``; children
+  ``<parent id>.<k>``) so a run never collides with another.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from qsim.errors import NotSupportedError
 from qsim.harness.plan import engine_options, job_options, plan_jobs
 from qsim.scenario import Scenario
 
-__all__ = ["arrival_rates", "JobMix", "PayloadSource", "PLAN_CAP"]
+__all__ = ["arrival_rates", "JobMix", "PayloadSource", "NextJob", "PLAN_CAP"]
 
 #: At most this many planned jobs are drawn; a longer run cycles through them.
 PLAN_CAP = 20_000
@@ -34,20 +36,23 @@ def _label(scenario: Scenario) -> str:
 
 
 def arrival_rates(scenario: Scenario, scale: float = 1.0) -> dict[str, float]:
-    """Jobs per second of each job type with an ``arrival``, times ``scale``.
+    """Mean jobs per second of each job type with an ``arrival``, times ``scale``.
+
+    A flow parent counts as one job (its children come with it). A ``trace``
+    type's rate is its arrivals within ``duration`` over ``duration``.
 
     Raises:
-        NotSupportedError: A type is a flow parent (the Locust producer adds
-            single jobs; use ``qsim run`` for flows) or no type arrives at all.
+        NotSupportedError: No type arrives at all.
     """
     rates: dict[str, float] = {}
-    for i, job in enumerate(scenario.jobs):
+    for job in scenario.jobs:
         if job.arrival is None:
             continue
-        if job.flow is not None:
-            raise NotSupportedError(f"{_label(scenario)}: jobs[{i}] ({job.name!r}) is a flow parent: not supported "
-                                    f"by the Locust producer yet (use `qsim run` for flows)")
-        rate = float(job.arrival.rate) * scale
+        if job.arrival.kind == "trace":
+            at = getattr(job.arrival, "at", ())
+            rate = sum(1 for t in at if 0 <= t < scenario.duration) / scenario.duration * scale
+        else:
+            rate = float(job.arrival.rate) * scale
         if rate > 0:
             rates[job.name] = rate
     if not rates:
@@ -81,6 +86,18 @@ class JobMix:
         return self.names[best]
 
 
+@dataclass(frozen=True)
+class NextJob:
+    """One job to add: its id, payload and ``Queue.add`` options; for a flow parent, its
+    children as ``(queue, type, id, payload, options)`` and the flow's child-failure policy."""
+
+    job_id: str
+    payload: dict[str, Any]
+    options: dict[str, Any]
+    children: tuple[tuple[str, str, str, dict[str, Any], dict[str, Any]], ...] = ()
+    on_child_failure: str = "fail"
+
+
 class PayloadSource:
     """Payloads, options and ids of the jobs one process adds.
 
@@ -94,23 +111,32 @@ class PayloadSource:
     def __init__(self, scenario: Scenario, run_id: str, *, node: str = "", cap: int = PLAN_CAP) -> None:
         self.scenario = scenario
         self.base = f"{run_id}{node}"
-        types = [j.name for j in scenario.jobs if j.arrival is not None and j.flow is None]
+        types = [j.name for j in scenario.jobs if j.arrival is not None]
         planned = plan_jobs(scenario, max_jobs=cap)
         if any(not any(p.type == t for p in planned) for t in types):  # a rare type beyond the cap: plan it all
             planned = plan_jobs(scenario)
         self.payloads: dict[str, list[dict[str, Any]]] = {t: [] for t in types}
+        self.children: dict[str, list[list[tuple[str, str, dict[str, Any]]]]] = {t: [] for t in types}
         for p in planned:
             pool = self.payloads.get(p.type)
             if pool is not None and len(pool) < cap:
                 pool.append(p.payload)
+                if scenario.job(p.type).flow is not None:
+                    self.children[p.type].append([(c.queue, c.type, c.payload) for c in p.children])
         self.options = {t: job_options(scenario.job(t)) for t in types}
         self.queue_of = {t: scenario.job(t).queue for t in types}
         self._seq = dict.fromkeys(types, 0)
 
-    def next(self, job_type: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """``(job_id, payload, Queue.add options)`` of the next job of ``job_type``."""
-        n = self._seq[job_type]
-        self._seq[job_type] = n + 1
+    def next(self, job_type: str, n: int | None = None) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """``(job_id, payload, Queue.add options)`` of the next job of ``job_type`` (see :meth:`next_job`)."""
+        job = self.next_job(job_type, n)
+        return job.job_id, job.payload, job.options
+
+    def next_job(self, job_type: str, n: int | None = None) -> NextJob:
+        """The next job of ``job_type``, or its ``n``-th (a scheduled arrival: the ``n``-th planned payload)."""
+        if n is None:
+            n = self._seq[job_type]
+            self._seq[job_type] = n + 1
         pool = self.payloads[job_type]
         if not pool:
             raise NotSupportedError(f"{_label(self.scenario)}: job type {job_type!r} has no planned job "
@@ -121,4 +147,16 @@ class PayloadSource:
         if fan:  # children need ids of this job, not the plan's
             payload = copy.copy(payload)
             payload["fan"] = {**fan, "jobs": [[f"{job_id}.{k}", data] for k, (_, data) in enumerate(fan["jobs"])]}
-        return job_id, payload, engine_options(self.options[job_type], job_id)
+        options = engine_options(self.options[job_type], job_id)
+        flow = self.scenario.job(job_type).flow
+        if flow is None:
+            return NextJob(job_id, payload, options)
+        kids = tuple((queue, kind, f"{job_id}.{k}", data, engine_options(self.options_of(kind), f"{job_id}.{k}"))
+                     for k, (queue, kind, data) in enumerate(self.children[job_type][n % len(pool)]))
+        return NextJob(job_id, payload, options, kids, flow.on_child_failure)
+
+    def options_of(self, job_type: str) -> dict[str, Any]:
+        """The add options of any job type (children included)."""
+        if job_type not in self.options:
+            self.options[job_type] = job_options(self.scenario.job(job_type))
+        return self.options[job_type]

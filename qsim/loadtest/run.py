@@ -5,7 +5,7 @@ Nothing here imports Locust; the users in :mod:`qsim.loadtest.users` call it.
 Keys: jobs go to the scenario's queue names under the key prefix
 ``--qsim-prefix`` (default ``qsim``, the engine's default), so the workers
 deployed on staging take them. Every job id starts with the run id
-(``lt-<hex>-<type>-<n>``, fan-out children ``<parent id>.<k>``): the observer
+(``lt-<hex>-<type>-<n>``, fan-out and flow children ``<parent id>.<k>``): the observer
 reports only this run's jobs, and a run never collides with another. Nothing
 is flushed or deleted; the engine's retention trims completed jobs.
 
@@ -23,11 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from qsim.engine import Queue
+from qsim.engine import Queue, SyncFlowProducer
 from qsim.engine.scripts import redis_errors
 from qsim.errors import EngineError
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.mix import PayloadSource, arrival_rates
+from qsim.loadtest.schedule import Schedule, scheduled_types
 from qsim.safety import require_local_or_confirmed
 from qsim.scenario import Scenario
 from qsim.scenarios import load
@@ -62,26 +63,37 @@ class LoadTestRun:
         config: The resolved settings (the safety check runs here).
         node: Distinguishes processes of one distributed run in job ids (``""`` alone).
         scenario: The scenario, when already loaded (default: ``load(config.scenario)``).
+        share: ``(index, count)``: this process's share of the scheduled arrivals
+            (:mod:`qsim.loadtest.schedule`) among ``count`` adding processes.
 
     Raises:
         HarnessError: A non-local Redis without the confirmation flag.
         ScenarioError: A bad or unsupported scenario.
     """
 
-    def __init__(self, config: LoadTestConfig, *, node: str = "", scenario: Scenario | None = None) -> None:
+    def __init__(self, config: LoadTestConfig, *, node: str = "", scenario: Scenario | None = None,
+                 share: tuple[int, int] = (0, 1)) -> None:
         require_local_or_confirmed(config.redis_url, config.confirmed)
         self.config = config
         self.scenario = scenario if scenario is not None else load(config.scenario)
+        #: Mean jobs per second of every arriving type (flow parents count once).
         self.rates = arrival_rates(self.scenario, config.rate_scale)
         self.total_rate = sum(self.rates.values())
         self.producers = config.producer_count(self.total_rate)
-        #: Seconds between two adds of one producer user.
-        self.interval = self.producers / self.total_rate
         #: Arrival window in seconds (``-t``, else the scenario's duration).
         self.window = config.run_time if config.run_time is not None else self.scenario.duration
+        scheduled = [t for t in scheduled_types(self.scenario, config.pacing) if t in self.rates]
+        #: The types the producers pace at their mean rate (the others follow :attr:`schedule`).
+        self.paced_rates = {t: r for t, r in self.rates.items() if t not in scheduled}
+        #: Seconds between two paced adds of one producer user (inf: nothing is paced).
+        self.interval = self.producers / sum(self.paced_rates.values()) if self.paced_rates else float("inf")
+        #: The scheduled arrivals this process adds (None: every type is paced).
+        self.schedule = Schedule(self.scenario, scheduled, scale=config.rate_scale, window=self.window,
+                                 node=share[0], nodes=share[1]) if scheduled else None
         self.run_id = config.run_id or LoadTestConfig.new_run_id()
         self.payloads = PayloadSource(self.scenario, self.run_id, node=node)
         self.queues: dict[str, Queue] = {}
+        self.flows: SyncFlowProducer | None = None
         self.t0: float | None = None  # time.monotonic() when the arrival window opened
         self.added = 0
         self.completed = 0
@@ -103,6 +115,8 @@ class LoadTestRun:
             first = first or queue
             self.queues[q.name] = queue
         assert first is not None
+        if any(self.scenario.job(t).flow is not None for t in self.rates):
+            self.flows = SyncFlowProducer(redis=first.client, prefix=self.config.prefix)
         with redis_errors("connecting the load test"):
             sec, usec = first.client.time()
         start = f"{int(sec) * 1000 + int(usec) // 1000 - 1}-0"  # events from now on (Redis clock)
@@ -136,26 +150,38 @@ class LoadTestRun:
 
     # -- producing -----------------------------------------------------------
     def add(self, job_type: str, make_payload: Callable[[str, str, dict[str, Any]], Any] | None = None,
-            ) -> tuple[str, int]:
-        """Add the next job of ``job_type``; returns ``(job_id, approximate payload size)``.
+            n: int | None = None) -> tuple[str, int]:
+        """Add the next job of ``job_type`` (a flow parent: with its children, in one script through
+        :class:`~qsim.engine.SyncFlowProducer`); returns ``(job_id, approximate payload size)``.
 
         Args:
             job_type: The job type (its queue, priority, attempts... come from the scenario).
             make_payload: ``(job_type, job_id, planned payload) -> data`` to add instead of the
-                planned payload (real handlers); None adds the planned one.
+                planned payload (real handlers; a flow's children too); None adds the planned one.
+            n: The job's number within its type (a scheduled arrival); None: the next one.
 
         Raises:
             EngineError: The add failed or the id already existed (``created`` false).
         """
-        job_id, payload, options = self.payloads.next(job_type)
+        job = self.payloads.next_job(job_type, n)
+        job_id, payload = job.job_id, job.payload
         if make_payload is not None:
             payload = make_payload(job_type, job_id, payload)
         queue = self.queues[self.payloads.queue_of[job_type]]
-        enqueued = queue.add(job_type, payload, **options)
-        if not enqueued.created:
+        size = len(str(payload))
+        if job.children:
+            assert self.flows is not None
+            kids = [(q, kind, make_payload(kind, cid, data) if make_payload is not None else data, opts)
+                    for q, kind, cid, data, opts in job.children]
+            created = self.flows.add(parent=(queue.name, job_type, payload, job.options), children=kids,
+                                     on_child_failure=job.on_child_failure).created
+            size += sum(len(str(k[2])) for k in kids)
+        else:
+            created = queue.add(job_type, payload, **job.options).created
+        if not created:
             raise EngineError(f"job {job_id} already existed in queue {queue.name!r}: not added (reused --run-id?)")
         self.added += 1
-        return job_id, len(str(payload))
+        return job_id, size
 
     # -- observing -----------------------------------------------------------
     def poll(self, block: float = 1.0, count: int = 500) -> list[Finished]:

@@ -21,6 +21,7 @@ What the statistics mean (request type / name):
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from typing import Any
@@ -46,7 +47,7 @@ class JobDead(Exception):
     """Reported for a job of this run that went to the dead-letter queue."""
 
 
-def _run(user: User) -> LoadTestRun:
+def _loadtest(user: User) -> LoadTestRun:
     run = run_of(user.environment)
     if run is None:
         logger.error("no qsim load test is running (did the locustfile call qsim.loadtest.register(events)?)")
@@ -55,17 +56,27 @@ def _run(user: User) -> LoadTestRun:
 
 
 class ProducerUser(User):
-    """Adds jobs of the scenario's types at the scenario's rates (constant pacing by default).
+    """Adds jobs of the scenario's types: paced ones at their rates, scheduled ones on their schedule.
 
-    Each of the ``n`` producer users adds one job every ``n / total rate``
-    seconds on a fixed schedule (no drift: an add that took long shortens the
-    next wait), starting at a random phase so the adds of all users spread
-    evenly. With ``--pacing poisson`` the gaps are exponential with that mean
-    instead, so all producers together add a Poisson stream of the total
-    rate, like a ``poisson`` arrival in the model. The type of each job is
-    picked by smooth weighted round-robin over the types' rates. Adds happen
-    only inside the arrival window (``-t`` or the scenario's duration);
-    afterwards the user idles until the test stops.
+    Paced types (``poisson`` and ``constant`` arrivals, unless ``--pacing
+    scenario``): each of the ``n`` producer users adds one job every
+    ``n / total rate`` seconds on a fixed schedule (no drift: an add that took
+    long shortens the next wait), starting at a random phase so the adds of
+    all users spread evenly. With ``--pacing poisson`` the gaps are
+    exponential with that mean instead, so all producers together add a
+    Poisson stream of the total rate, like a ``poisson`` arrival in the
+    model. The type of each job is picked by smooth weighted round-robin over
+    the types' rates.
+
+    Scheduled types (``burst`` and ``trace`` arrivals; every type with
+    ``--pacing scenario``): the jobs are added at the workload's drawn arrival
+    times (:mod:`qsim.loadtest.schedule`), each claimed by the next free
+    producer, so a burst of 20 arrives at once (as fast as the producers'
+    round trips allow). A flow parent is added with its children in one
+    script (:class:`~qsim.engine.SyncFlowProducer`).
+
+    Adds happen only inside the arrival window (``-t`` or the scenario's
+    duration); afterwards the user idles until the test stops.
 
     ``-u`` is the number of producer users (the observer comes on top); it sets
     how many adds may be in flight at once, not the rate: the rate is the
@@ -89,45 +100,77 @@ class ProducerUser(User):
         return planned
 
     def on_start(self) -> None:
-        self.run = _run(self)
-        self.mix = JobMix(self.run.rates)
-        self._poisson = self.run.config.pacing == "poisson"
-        self._skipped, self._warned = 0, False
-        assert self.run.t0 is not None
-        first = self._gap() if self._poisson else random.uniform(0.0, self.run.interval)
-        self._due = self.run.t0 + first
-        self._catch_up(time.monotonic())
-        gevent.sleep(max(0.0, self._due - time.monotonic()))
+        self.loadtest = _loadtest(self)
+        self.mix = JobMix(self.loadtest.paced_rates) if self.loadtest.paced_rates else None
+        self._poisson = self.loadtest.config.pacing == "poisson"
+        self._skipped, self._warned, self._late_warned = 0, False, False
+        assert self.loadtest.t0 is not None
+        self._due = math.inf  # the next paced add (monotonic)
+        if self.mix is not None:
+            self._due = self.loadtest.t0 + (self._gap() if self._poisson else random.uniform(0.0, self.loadtest.interval))
+            self._catch_up(time.monotonic())
+        self._next: tuple[float, str | None, int | None] | None = None  # (when, scheduled type, its n)
+        self._choose()
+        if self._next is not None:
+            gevent.sleep(max(0.0, self._next[0] - time.monotonic()))
 
     def _gap(self) -> float:
-        return random.expovariate(1.0 / self.run.interval) if self._poisson else self.run.interval
+        return random.expovariate(1.0 / self.loadtest.interval) if self._poisson else self.loadtest.interval
 
     def _catch_up(self, now: float) -> None:
         if self._due < now - MAX_LAG:
-            missed = int((now - self._due) / self.run.interval)
-            self._due += missed * self.run.interval  # the mean gap, for either pacing
+            missed = int((now - self._due) / self.loadtest.interval)
+            self._due += missed * self.loadtest.interval  # the mean gap, for either pacing
             self._skipped += missed
             log = logger.debug if self._warned else logger.warning
             self._warned = True
             log("a producer fell %d adds behind its schedule and skipped them (%d so far): the adds take "
                 "too long for this rate; add producer users with -u", missed, self._skipped)
 
+    def _choose(self) -> None:
+        """What to add next: this user's next paced add, or the next scheduled arrival if it is due
+        first (claimed, so no other producer adds it)."""
+        schedule, t0 = self.loadtest.schedule, self.loadtest.t0
+        assert t0 is not None
+        at = schedule.peek() if schedule is not None else None
+        if at is not None and t0 + at <= self._due:
+            assert schedule is not None
+            claimed = schedule.claim()
+            assert claimed is not None
+            self._next = (t0 + claimed[0], claimed[1], claimed[2])
+            late = time.monotonic() - self._next[0]
+            if late > MAX_LAG and not self._late_warned:
+                self._late_warned = True
+                logger.warning("scheduled adds run %.1f s late: the adds take too long for this schedule; add "
+                               "producer users with -u", late)
+        elif self._due < math.inf:
+            self._next = (self._due, None, None)
+        else:
+            self._next = None
+
     def wait_time(self) -> float:
         now = time.monotonic()
-        if not self.run.window_open(self._due):
+        done = self._next
+        if done is not None and done[1] is None:  # a paced add was made: the next one
+            self._due += self._gap()
+            self._catch_up(now)
+        self._choose()
+        if self._next is None or not self.loadtest.window_open(self._next[0]):
             return 1.0
-        self._due += self._gap()
-        self._catch_up(now)
-        return max(0.0, self._due - now)
+        return max(0.0, self._next[0] - now)
 
     @task
     def add(self) -> None:
         """Add the next job (request type ``enqueue``, name = job type)."""
-        if not self.run.window_open(self._due):
+        nxt = self._next
+        if nxt is None or not self.loadtest.window_open(nxt[0]):
             return
-        job_type = self.mix.next()
+        job_type = nxt[1]
+        if job_type is None:
+            assert self.mix is not None
+            job_type = self.mix.next()
         with self.environment.events.request.measure("enqueue", job_type) as meta:
-            _, size = self.run.add(job_type, self.make_payload)
+            _, size = self.loadtest.add(job_type, self.make_payload, n=nxt[2])
             meta["response_length"] = size
 
 
@@ -159,13 +202,13 @@ class QueueObserverUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.run = _run(self)
+        self.loadtest = _loadtest(self)
 
     @task
     def observe(self) -> None:
         """Read the next batch of events (blocks up to one second)."""
         try:
-            ended = self.run.poll(block=1.0)
+            ended = self.loadtest.poll(block=1.0)
         except QsimError as e:
             logger.warning("observer: %s", e)
             gevent.sleep(1.0)

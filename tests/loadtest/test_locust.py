@@ -261,10 +261,10 @@ def test_payloads_cycle_the_plan_under_ids_of_the_run() -> None:
     assert source.payloads["parent"][0]["fan"]["jobs"][0][0] == "kid-c0"  # the plan itself is untouched
 
 
-def test_rates_scale_and_flows_are_refused() -> None:
+def test_rates_scale_and_flow_parents_count_once() -> None:
+    # (flows were refused before issue 10: the producer now adds them through SyncFlowProducer)
     assert arrival_rates(_scenario(), 2.5) == {"parent": 5.0}
-    with pytest.raises(NotSupportedError, match="flow"):
-        arrival_rates(_scenario(flow={"children": ["kid", "kid2"]}))
+    assert arrival_rates(_scenario(flow={"children": ["kid", "kid2"]})) == {"parent": 2.0}
 
 
 def test_config_sizes_producers_and_validates() -> None:

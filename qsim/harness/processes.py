@@ -1,0 +1,298 @@
+"""The worker processes of a scenario's pools: start, wait until ready, signal, stop.
+
+One manager for every runner that starts pools on this machine: ``qsim run``
+(:mod:`qsim.harness.run`) and Locust's ``--start-workers``
+(:mod:`qsim.loadtest.workers`). It owns
+
+- :class:`WorkerSettings`, the one definition of the command line of
+  ``python -m qsim.harness.pool_worker`` (:meth:`WorkerSettings.argv` writes
+  it, :meth:`WorkerSettings.parse` reads it);
+- :class:`WorkerProcesses`: starts processes (``<pool>-<n>``, numbered per
+  pool), waits until each has pushed its id to a Redis list (the ready
+  list), sends the scenario's events as real signals or new processes
+  (:meth:`WorkerProcesses.apply`), and stops them all (SIGTERM, then SIGKILL
+  after a timeout);
+- :func:`apply_limits` / :func:`restore_limits`: the scenario's queue limits
+  (``concurrency_limit``, ``rate_limit``, ``aging``), which live in Redis and
+  are shared by every worker of a queue.
+
+Everything here is blocking and thread-safe enough for one caller at a time:
+asyncio callers run the waits in a thread (``asyncio.to_thread``); under
+Locust, gevent's patched sockets and sleeps make them cooperative.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from qsim.engine import Queue
+from qsim.engine.connection import connect
+from qsim.errors import HarnessError
+from qsim.scenario import EventSpec, Scenario
+
+__all__ = ["WorkerSettings", "WorkerProcesses", "apply_limits", "restore_limits", "EVENT_SIGNALS"]
+
+logger = logging.getLogger(__name__)
+
+#: The signal each signalling event kind sends.
+EVENT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
+_TYPES = {"str": str, "int": int, "float": float}
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings:
+    """What one pool worker process runs: the flags of ``python -m qsim.harness.pool_worker``.
+
+    Each field is one flag (``lock_duration`` is ``--lock-duration``); ``queues``
+    is ``--queue`` repeated, ``weights`` is ``--weight QUEUE=N`` repeated.
+    """
+
+    redis: str = field(metadata=_help("Redis URL"))
+    prefix: str = field(metadata=_help("key prefix of the queues"))
+    queues: tuple[str, ...] = field(metadata=_help("a queue of the pool (repeat for several)"))
+    concurrency: int = field(metadata=_help("concurrent jobs of this process"))
+    worker_id: str = field(metadata=_help("the worker's id (<pool>-<n>)"))
+    ready_key: str = field(metadata=_help("Redis list this process pushes its id to once running"))
+    policy: str = field(default="priority", metadata=_help("priority | ordered | wrr"))
+    weights: Mapping[str, int] = field(default_factory=dict, metadata=_help("wrr weight QUEUE=N (repeat)"))
+    lock_duration: float = field(default=30.0, metadata=_help("a job's lock, seconds"))
+    stalled_interval: float = field(default=30.0, metadata=_help("seconds between stalled checks"))
+    max_stalled: int = field(default=1, metadata=_help("stalls before a job is failed"))
+    grace: float = field(default=30.0, metadata=_help("seconds to drain active jobs after SIGTERM"))
+
+    @classmethod
+    def for_pool(cls, scenario: Scenario, pool: str, *, redis: str, prefix: str, worker_id: str, ready_key: str,
+                 grace: float) -> WorkerSettings:
+        """The settings of one process of ``scenario``'s pool ``pool``."""
+        spec, eng = scenario.pool(pool), scenario.engine
+        return cls(redis=redis, prefix=prefix, queues=tuple(spec.queues), concurrency=spec.concurrency,
+                   worker_id=worker_id, ready_key=ready_key, policy=spec.policy,
+                   weights={q: int(spec.weight(q)) for q in spec.queues}, lock_duration=eng.lock_duration,
+                   stalled_interval=eng.stalled_interval, max_stalled=eng.max_stalled, grace=grace)
+
+    @staticmethod
+    def _flag(name: str) -> str:
+        return {"queues": "--queue", "weights": "--weight"}.get(name, "--" + name.replace("_", "-"))
+
+    def argv(self) -> list[str]:
+        """The process's command line (``python -m qsim.harness.pool_worker ...``)."""
+        args = [sys.executable, "-m", "qsim.harness.pool_worker"]
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "queues":
+                args += [a for q in value for a in ("--queue", q)]
+            elif f.name == "weights":
+                args += [a for q, w in value.items() for a in ("--weight", f"{q}={int(w)}")]
+            else:
+                args += [self._flag(f.name), str(value)]
+        return args
+
+    @classmethod
+    def parser(cls) -> argparse.ArgumentParser:
+        """The argument parser of ``python -m qsim.harness.pool_worker``, from the fields."""
+        p = argparse.ArgumentParser(prog="python -m qsim.harness.pool_worker")
+        for f in fields(cls):
+            required = f.default is MISSING and f.default_factory is MISSING
+            if f.name == "queues":
+                p.add_argument("--queue", dest="queues", action="append", required=True, help=f.metadata["help"])
+            elif f.name == "weights":
+                p.add_argument("--weight", dest="weights", action="append", default=[], metavar="QUEUE=N",
+                               help=f.metadata["help"])
+            else:
+                p.add_argument(cls._flag(f.name), dest=f.name, type=_TYPES[str(f.type)], required=required,
+                               default=None if required else f.default, help=f.metadata["help"])
+        return p
+
+    @classmethod
+    def parse(cls, argv: Sequence[str] | None = None) -> WorkerSettings:
+        """Read a command line written by :meth:`argv` (without the interpreter and module)."""
+        a = vars(cls.parser().parse_args(argv))
+        weights = {}
+        for item in a["weights"]:
+            q, sep, w = item.partition("=")
+            if not sep or not w.strip().lstrip("-").isdigit():
+                raise SystemExit(f"--weight must be QUEUE=N with a whole number N, got {item!r}")
+            weights[q] = int(w)
+        return cls(**{**a, "queues": tuple(a["queues"]), "weights": weights})
+
+
+class WorkerProcesses:
+    """The worker processes of every pool of a scenario, started and signalled like a deployment would.
+
+    Args:
+        scenario: Its pools say how many processes, which queues, concurrency, policy;
+            its ``sigterm`` events set each pool's grace period.
+        redis_url: Redis the workers use.
+        prefix: Key prefix of the queues.
+        ready_key: The Redis list each process pushes its id to once it runs.
+        logdir: Where each process writes its log (default: a temporary folder, removed by :meth:`close`).
+        default_grace: A pool's grace when no ``sigterm`` event names it.
+    """
+
+    def __init__(self, scenario: Scenario, redis_url: str, *, prefix: str, ready_key: str,
+                 logdir: Path | None = None, default_grace: float = 30.0) -> None:
+        if not default_grace >= 0:
+            raise ValueError(f"grace must be >= 0 seconds, got {default_grace!r}")
+        self.scenario, self.redis_url, self.prefix, self.ready_key = scenario, redis_url, prefix, ready_key
+        self.default_grace = default_grace
+        self._tmp = None if logdir else tempfile.TemporaryDirectory(prefix="qsim-workers-")
+        self.logdir = Path(logdir) if logdir else Path(self._tmp.name)  # type: ignore[union-attr]
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.pool_of: dict[str, str] = {}
+        self._signalled: set[str] = set()
+        self._next: dict[str, int] = {}
+
+    def grace(self, pool: str) -> float:
+        """Seconds a process of ``pool`` may drain after SIGTERM: the longest grace of the
+        pool's ``sigterm`` events, else ``default_grace``."""
+        graces = [e.grace for e in self.scenario.events if e.pool == pool and e.kind == "sigterm"]
+        return max(graces) if graces else self.default_grace
+
+    def start(self, pool: str, count: int) -> list[str]:
+        """Start ``count`` processes of ``pool``; their ids (``<pool>-<n>``, numbered on per pool)."""
+        ids = []
+        for _ in range(count):
+            n = self._next.get(pool, 0)
+            self._next[pool] = n + 1
+            wid = f"{pool}-{n}"
+            settings = WorkerSettings.for_pool(self.scenario, pool, redis=self.redis_url, prefix=self.prefix,
+                                               worker_id=wid, ready_key=self.ready_key, grace=self.grace(pool))
+            with (self.logdir / f"{wid}.log").open("wb") as log:
+                self.procs[wid] = subprocess.Popen(settings.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                                   start_new_session=True)
+            self.pool_of[wid] = pool
+            ids.append(wid)
+        return ids
+
+    def start_all(self) -> list[str]:
+        """Start every pool's ``workers`` processes; their ids."""
+        ids = [w for p in self.scenario.pools for w in self.start(p.name, p.workers)]
+        logger.info("started %d worker processes: %s", len(ids), ", ".join(ids))
+        return ids
+
+    def wait_ready(self, ids: Sequence[str] | None = None, timeout: float = 60.0) -> None:
+        """Block until the processes ``ids`` (default: all) reported that they run.
+
+        Raises:
+            HarnessError: A process exited (its log tail is in the message) or
+                did not start within ``timeout`` seconds.
+        """
+        want = set(self.procs if ids is None else ids)
+        client: Any = connect(self.redis_url, socket_connect_timeout=5.0)
+        deadline = time.monotonic() + timeout
+        try:
+            while want:
+                got = client.blpop([self.ready_key], timeout=0.5)
+                if got:
+                    want.discard(got[1])
+                for wid in sorted(want):
+                    proc = self.procs[wid]
+                    if proc.poll() is not None:
+                        tail = self.log_tail(wid)
+                        raise HarnessError(f"worker process {wid} exited with {proc.returncode} at start:\n{tail}")
+                if want and time.monotonic() > deadline:
+                    raise HarnessError(f"worker processes {sorted(want)} did not start within {timeout:.0f} s")
+        finally:
+            client.close()
+
+    def log_tail(self, wid: str, chars: int = 2000) -> str:
+        """The end of process ``wid``'s log."""
+        path = self.logdir / f"{wid}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def alive(self, pool: str) -> list[str]:
+        """The processes of ``pool`` that run and were not signalled, oldest first."""
+        return [w for w, p in self.procs.items()
+                if self.pool_of[w] == pool and p.poll() is None and w not in self._signalled]
+
+    def signal(self, pool: str, count: int, sig: signal.Signals) -> list[str]:
+        """Send ``sig`` to the ``count`` oldest live processes of ``pool``; their ids."""
+        chosen = self.alive(pool)[:count]
+        for wid in chosen:
+            self.procs[wid].send_signal(sig)
+            self._signalled.add(wid)
+        return chosen
+
+    def apply(self, event: EventSpec, *, ready_timeout: float = 60.0) -> list[str]:
+        """Carry out one scenario event now: ``start`` starts ``count`` processes and waits until
+        they run; ``sigterm`` / ``sigkill`` signal ``count`` live ones. The processes' ids."""
+        if event.kind == "start":
+            ids = self.start(event.pool, event.count)
+            self.wait_ready(ids, timeout=ready_timeout)
+        else:
+            ids = self.signal(event.pool, event.count, EVENT_SIGNALS[event.kind])
+        logger.info("%s %s: %s", event.kind, event.pool, ", ".join(ids) or "no process left")
+        return ids
+
+    def stop_all(self, timeout: float | None = None) -> dict[str, int | None]:
+        """SIGTERM every live process, wait up to ``timeout`` (default: the longest grace + 5 s),
+        then SIGKILL the rest; the exit codes by worker id."""
+        if timeout is None:
+            timeout = max([self.grace(p.name) for p in self.scenario.pools] + [0.0]) + 5.0
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for wid, proc in self.procs.items():
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("worker process %s did not stop within %.0f s: killed", wid, timeout)
+                proc.kill()
+                proc.wait()
+        return self.exit_codes()
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """Each process's exit code (None: still running)."""
+        return {w: p.poll() for w, p in self.procs.items()}
+
+    def close(self) -> None:
+        """Remove the temporary log folder, if this manager made one (after :meth:`stop_all`)."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def apply_limits(scenario: Scenario, redis_url: str, prefix: str, *,
+                 keep_completed: bool = False) -> dict[str, dict[str, Any]]:
+    """Give each of the scenario's queues its limits; returns the limits they had (for :func:`restore_limits`).
+
+    Args:
+        keep_completed: Also keep every completed job (no retention trim): for a
+            run that reads them all at the end, under a prefix of its own.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for spec in scenario.queues:
+        with Queue(spec.name, redis=redis_url, prefix=prefix) as q:
+            found[spec.name] = q.limits()
+            if keep_completed:
+                q.set_retention(keep_count=None)
+            q.set_concurrency_limit(spec.concurrency_limit)
+            rl = spec.rate_limit
+            q.set_rate_limit(rl.max if rl else None, rl.per if rl else 1.0, key=rl.key if rl else None)
+            q.set_aging(spec.aging if spec.aging > 0 else None)
+    return found
+
+
+def restore_limits(redis_url: str, prefix: str, found: Mapping[str, Mapping[str, Any]]) -> None:
+    """Put back the limits :func:`apply_limits` found."""
+    for name, old in found.items():
+        with Queue(name, redis=redis_url, prefix=prefix) as q:
+            q.set_concurrency_limit(old["concurrency_limit"])
+            rl = old["rate_limit"]
+            q.set_rate_limit(rl["max"] if rl else None, rl["per"] if rl else 1.0, key=rl["key"] if rl else None)
+            q.set_aging(old["aging"])
