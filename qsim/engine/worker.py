@@ -43,7 +43,7 @@ from qsim.engine.connection import connect_async, is_cluster_url, display_url
 from qsim.engine.events import Emitter
 from qsim.engine.job import Job
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
-from qsim.engine.failures import corrupt_fields, describe
+from qsim.engine.failures import AttemptTimeout, corrupt_fields, describe
 from qsim.engine.maintenance import check_eviction_policy, recover_stalled, renew_locks
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
@@ -402,7 +402,9 @@ class Worker:
                 calls.append(complete_call(k, self.events_maxlen, self.keep_count, self.keep_age_ms,
                                            [(j.id, j.token, rv) for j, rv, _ in sub]))
             for k, sub in self._groups(fails):
-                calls.append(fail_call(k, self.events_maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in sub]))
+                calls.append(fail_call(k, self.events_maxlen, [
+                    (j.id, j.token, e, tb, d, "timeout" if isinstance(x, AttemptTimeout) else "failed")
+                    for j, e, tb, d, x in sub]))
             for k, sub in self._groups(rels):
                 calls.append(release_call(k, self.events_maxlen, [(j.id, j.token, started) for j, started in sub]))
             if promote:
@@ -579,7 +581,7 @@ class Worker:
                         result = await self.handler(job)
                 except TimeoutError as e:
                     if cm.expired():
-                        raise TimeoutError(f"attempt timed out after {job.timeout:g} s") from e
+                        raise AttemptTimeout(f"attempt timed out after {job.timeout:g} s") from e
                     raise
             else:
                 result = await self.handler(job)

@@ -1,7 +1,7 @@
 --[[ fetch: choose among a worker's queues and lock up to n jobs, in one atomic step.
 
 For queue i = 1..Q (Q = (#KEYS - 1) / 5), KEYS[5*(i-1) + 1 .. 5*i] (queue 1: KEYS[1]..KEYS[5]):
-  wait       ZSET waiting ids (score = priority * 2^32 + seq)
+  wait       ZSET waiting ids (score = priority * 2^32 + position in the level; job_lib)
   active     ZSET locked ids (score = lock expiry ms)
   meta       HASH paused, concurrency_limit, rate_max, rate_per_ms, rate_key, aging_ms
   marker     LIST wake-up marker
