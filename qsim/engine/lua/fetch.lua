@@ -37,8 +37,10 @@ the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
 
 Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]:
-wait_ms is -1, or, when queues i still have waiting jobs that their rate limit
-holds back, the ms until the earliest of them may start. job = [id, token,
+wait_ms is -1, or, when queues still have waiting jobs that their rate limit
+holds back, the ms until the earliest of them may start; the i are the
+unkeyed ones among those queues (held back whole: the worker need not wake
+for their adds; a keyed queue's new job may have a key with room). job = [id, token,
 name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
 strings; wait is the seconds from enqueued_at to now on the job's first start, else "".
 Ids whose hash is gone are dropped; a hash missing fields is returned with ""
@@ -292,7 +294,9 @@ for i = 1, Q do
     if q.climit and redis.call('ZCARD', q.active) >= q.climit then
       redis.call('DEL', q.marker)
     elseif rw then
-      out[1][#out[1] + 1] = i
+      -- an unkeyed queue is held back whole: the worker need not wake for its adds until then; a keyed
+      -- one only for the keys at their limit: a job of another key, added meanwhile, may start at once
+      if not q.rkey then out[1][#out[1] + 1] = i end
       if not wait or rw < wait then wait = rw end
     elseif q.took and redis.call('LLEN', q.marker) == 0 then
       redis.call('RPUSH', q.marker, '1')
