@@ -157,6 +157,7 @@ class EngineSettings:
     max_stalled: int = 1
     fetch_overhead: float = 0.0
     ack_overhead: float = 0.0
+    start_delay: float = 0.0  # model only: from a `start` event until its processes take work (their start-up)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -384,7 +385,7 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
              "backoff", "timeout", "fan_out", "flow", "data")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
-_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead")
+_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay")
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
 _ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size"), "trace": ("path",)}
@@ -597,6 +598,7 @@ def _parse_engine(t: _Table) -> EngineSettings:
         max_stalled=t.integer("max_stalled", 1, low=0),
         fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
         ack_overhead=t.number("ack_overhead", 0.0, low=0),
+        start_delay=t.number("start_delay", 0.0, low=0),
     )
 
 

@@ -48,17 +48,18 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from qsim.analysis.compare import field_value
 from qsim.errors import ToleranceError
 from qsim.scenario import Scenario
+from qsim.summary import Summary
 
 __all__ = ["Tolerance", "Verdict", "DEFAULT_TOLERANCES", "load_tolerances", "check", "check_document",
-           "dead_fixed_by_draws", "summary_paths"]
+           "dead_fixed_by_draws", "summary_paths", "quantities_of", "unit_of"]
 
 
 @dataclass(frozen=True)
@@ -138,19 +139,36 @@ def dead_fixed_by_draws(scenario: Scenario) -> bool:
 
 
 def summary_paths(summary: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Every dotted path to a number in ``summary``."""
+    """Every dotted path to a number in ``summary`` (or to None: a statistic without data)."""
     out: list[str] = []
     for key, value in summary.items():
         path = f"{prefix}{key}"
         if isinstance(value, Mapping):
             out += summary_paths(value, path + ".")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        elif value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
             out.append(path)
     return out
 
 
-def load_tolerances(path: str | Path, summary: Mapping[str, Any] | None = None) -> dict[str, Tolerance]:
-    """The defaults with ``path``'s overrides; with ``summary``, every quantity must be one of its numbers.
+def quantities_of(scenario: Scenario) -> list[str]:
+    """Every dotted path to a number in the Summary of ``scenario`` (its job types and queues), without a run."""
+    names = {"by_type": [j.name for j in scenario.jobs], "by_queue": [q.name for q in scenario.queues]}
+
+    def walk(hint: Any, prefix: str) -> list[str]:
+        if is_typeddict(hint):
+            return [p for key, h in get_type_hints(hint).items() for p in walk(h, f"{prefix}{key}.")]
+        if get_origin(hint) is dict:
+            field = prefix.rstrip(".")
+            return [p for name in names.get(field, []) for p in walk(get_args(hint)[1], f"{prefix}{name}.")]
+        kinds = set(get_args(hint)) or {hint}
+        return [prefix.rstrip(".")] if kinds & {int, float} else []
+
+    return walk(Summary, "")
+
+
+def load_tolerances(path: str | Path, summary: Mapping[str, Any] | Iterable[str] | None = None) -> dict[str, Tolerance]:
+    """The defaults with ``path``'s overrides. With ``summary`` (a Summary, or the quantities of one, see
+    :func:`quantities_of`), every quantity named must be one of its numbers.
 
     Raises:
         ToleranceError: the file cannot be read, is not TOML, or has a bad key or value (named).
@@ -163,7 +181,7 @@ def load_tolerances(path: str | Path, summary: Mapping[str, Any] | None = None) 
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ToleranceError(f"{path}: not valid TOML: {e}") from e
     out = dict(DEFAULT_TOLERANCES)
-    known = summary_paths(summary) if summary is not None else None
+    known = (summary_paths(summary) if isinstance(summary, Mapping) else list(summary)) if summary is not None else None
     for quantity, table in raw.items():
         where = f'{path}: ["{quantity}"]'
         if known is not None and quantity not in known:
@@ -178,7 +196,7 @@ def load_tolerances(path: str | Path, summary: Mapping[str, Any] | None = None) 
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                         or value < 0:
                     raise ToleranceError(f"{where}.{key} must be a number >= 0, got {value!r}")
-                tol = replace(tol, **{key: float(value)})
+                tol = replace(tol, rel=float(value)) if key == "rel" else replace(tol, abs=float(value))
             elif key == "check":
                 if not isinstance(value, bool):
                     raise ToleranceError(f"{where}.check must be true or false, got {value!r}")

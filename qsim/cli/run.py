@@ -69,22 +69,22 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Run the model and the engine on one scenario and print both with their ratios; with
     ``--check``, the verdict per quantity, and exit 1 when one is out of tolerance."""
-    from qsim.analysis.check import check, check_document, load_tolerances
+    from qsim.analysis.check import check, check_document, load_tolerances, quantities_of
     from qsim.analysis.compare import compare_summaries
     from qsim.harness.run import check_supported
     from qsim.model import simulate
 
     scenario = load_scenario(args.scenario)
     check_supported(scenario)
-    model = simulate(scenario, seed=args.seed, max_jobs=args.jobs).summary
     checking = args.check or args.tolerance is not None
-    # a bad tolerance file is refused (exit 2) before the engine runs
-    tolerances = load_tolerances(args.tolerance, model) if args.tolerance is not None else None
+    # a bad tolerance file is refused (exit 2) before anything runs
+    tolerances = load_tolerances(args.tolerance, quantities_of(scenario)) if args.tolerance is not None else None
+    model = simulate(scenario, seed=args.seed, max_jobs=args.jobs).summary
     with redis_for(args) as url:
         engine = _engine(args, scenario, url).summary
     doc = compare_summaries(model, engine)
     if checking:
-        doc["check"] = check_document(check(model, engine, tolerances, scenario=scenario))
+        doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario))
     if args.json:
         print_json(doc)
     else:

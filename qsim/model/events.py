@@ -56,7 +56,9 @@ distribution of ``drained_at - signalled_at`` is what grace-period advice is
 made from.
 
 ``start``: ``count`` new processes join the pool (named on from the pool's
-last one) and take work at once.
+last one) and take work ``[engine] start_delay`` after the event (their
+start-up; 0 by default: at once); the slot count steps up then, as the
+harness records it when the processes report ready.
 """
 
 from __future__ import annotations
@@ -133,7 +135,11 @@ class PoolEvents:
         pool = self.ctx.pools[self.pool_index[e.pool]]
         now = self.ctx.env.now
         if e.kind == "start":
-            self._add_processes(pool, e.count, now)
+            delay = self.scenario.engine.start_delay
+            if delay > 0:
+                Timeout(self.ctx.env, delay, (pool, e.count)).callbacks.append(self._started)
+            else:
+                self._add_processes(pool, e.count, now)
             return
         chosen = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING][:e.count]
         self._step(now, -len(chosen) * pool.spec.concurrency)
@@ -230,6 +236,10 @@ class PoolEvents:
         ctx.requeue_front(handed, now)  # release.lua: back to waiting at once, in front of their level
         for q in reopened:
             ctx.offer(q, now)
+
+    def _started(self, event: Event) -> None:
+        pool, count = cast(tuple[Pool, int], event.value)
+        self._add_processes(pool, count, self.ctx.env.now)
 
     def _add_processes(self, pool: Pool, count: int, now: float) -> None:
         ctx = self.ctx

@@ -196,3 +196,11 @@ def test_a_bad_tolerance_file_exits_2_before_the_engine_runs(tmp_path: Path, cap
     f.write_text('["wait.p95"]\nrel = 0.2\n')
     code, out, _ = run(capsys, "compare", "poison-dlq", "--tolerance", str(f), "--jobs", "50")
     assert code == 0 and fake_engine["ran"] == 1 and "±20% or 0.02 s" in out
+
+
+@pytest.mark.parametrize("name", ["flows-fanout", "wrr", "workshop"])
+def test_the_quantities_of_a_scenario_are_its_summary_numbers_without_a_run(name: str) -> None:
+    from qsim.analysis.check import quantities_of, summary_paths
+
+    s = builtin(name)
+    assert sorted(quantities_of(s)) == sorted(summary_paths(simulate(s).summary))
