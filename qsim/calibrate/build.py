@@ -35,7 +35,8 @@ from qsim.calibrate.failures import fit_failures
 from qsim.calibrate.measured import Measured, data_window
 from qsim.calibrate.overhead import NO_OVERHEAD, Overhead, estimate_from_jobs
 from qsim.calibrate.pools import busy_spans, fit_pools, runs_of
-from qsim.calibrate.report import Calibration, TypeFit
+from qsim.calibrate.report import Calibration, with_paths
+from qsim.calibrate.typefit import TypeFit
 from qsim.calibrate.service import MIN_FIT, fit_service
 from qsim.errors import CalibrationError
 from qsim.scenario import BackoffSpec, EngineSettings, JobType, PoolSpec, QueueSpec, RateLimit, Scenario
@@ -190,18 +191,3 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
         logger.info("%s", w)
     return Calibration(scenario=scenario, types=fits, pools=tuple(pools), overhead=overhead, measured=measured,
                        window=(start, end), warnings=tuple(warnings))
-
-
-def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:
-    """``scenario`` with its empirical and trace CSVs named ``<stem>.<type>.service.csv`` /
-    ``.arrivals.csv`` in ``folder``."""
-    jobs = []
-    for j in scenario.jobs:
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in j.name)
-        svc, arr = j.service, j.arrival
-        if svc.kind == "empirical":
-            svc = replace(svc, path=folder / f"{stem}.{safe}.service.csv")  # type: ignore[type-var]
-        if arr is not None and arr.kind == "trace":
-            arr = replace(arr, path=folder / f"{stem}.{safe}.arrivals.csv")  # type: ignore[type-var]
-        jobs.append(replace(j, service=svc, arrival=arr))
-    return replace(scenario, jobs=tuple(jobs))

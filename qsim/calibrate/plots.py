@@ -9,17 +9,15 @@ are counted in bins of a tenth of a minute or more, still shown per minute).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from qsim.calibrate.service import ServiceFit, _frozen
-
-if TYPE_CHECKING:
-    from qsim.calibrate.report import Calibration, TypeFit
+from qsim.calibrate.typefit import TypeFit
 
 __all__ = ["type_figure", "write_plots"]
 
@@ -45,7 +43,7 @@ def _service_axes(ax: Axes, s: ServiceFit) -> None:
     ax.legend(loc="lower right", fontsize="small")
 
 
-def _arrival_axes(ax: Axes, f: "TypeFit") -> None:
+def _arrival_axes(ax: Axes, f: TypeFit) -> None:
     a = f.arrival
     nbins = max(1, int(round(a.span / 60.0))) if a.span >= 600 else 30
     width = a.span / nbins
@@ -59,9 +57,9 @@ def _arrival_axes(ax: Axes, f: "TypeFit") -> None:
     ax.legend(loc="lower right", fontsize="small")
 
 
-def type_figure(cal: "Calibration", name: str) -> Figure:
-    """The calibration figure of job type ``name``."""
-    f = cal.types[name]
+def type_figure(f: TypeFit) -> Figure:
+    """The calibration figure of one job type."""
+    name = f.name
     fig = Figure(figsize=(11, 4))
     left, right = fig.subplots(1, 2)
     _service_axes(left, f.service)
@@ -71,13 +69,13 @@ def type_figure(cal: "Calibration", name: str) -> Figure:
     return fig
 
 
-def write_plots(cal: "Calibration", folder: Path) -> list[Path]:
-    """Write ``<type>.png`` per job type into ``folder``; returns the paths."""
+def write_plots(types: Mapping[str, TypeFit], folder: Path) -> list[Path]:
+    """Write ``<type>.png`` per job type (``{name: fit}``) into ``folder``; returns the paths."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name in cal.types:
+    for name, fit in types.items():
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
         path = folder / f"{safe}.png"
-        type_figure(cal, name).savefig(path, dpi=80)
+        type_figure(fit).savefig(path, dpi=80)
         paths.append(path)
     return paths

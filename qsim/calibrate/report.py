@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,40 +21,16 @@ import numpy as np
 import pandas as pd
 
 from qsim.calibrate.arrivals import ArrivalFit
-from qsim.calibrate.failures import FailureFit
 from qsim.calibrate.measured import Measured
 from qsim.calibrate.overhead import Overhead
+from qsim.calibrate.plots import write_plots
 from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.service import ServiceFit
-from qsim.scenario import BackoffSpec, Scenario
+from qsim.calibrate.typefit import TypeFit
+from qsim.scenario import Scenario
+from qsim.scenario_toml import write_toml
 
-__all__ = ["TypeFit", "Calibration"]
-
-
-@dataclass(frozen=True)
-class TypeFit:
-    """Everything fitted for one job type."""
-
-    name: str
-    queue: str
-    priority: int
-    attempts: int
-    backoff: BackoffSpec
-    timeout: float
-    arrival: ArrivalFit
-    service: ServiceFit
-    failures: FailureFit
-    jobs: int
-    notes: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """This type's fits for the JSON report (``service``, ``ks`` and ``n`` at the top)."""
-        return {**self.service.as_dict(), "jobs": self.jobs, "queue": self.queue, "priority": self.priority,
-                "arrival": self.arrival.as_dict()["arrival"], "arrival_fit": self.arrival.as_dict(),
-                "failures": self.failures.as_dict(), "attempts": self.attempts,
-                "backoff": {"kind": self.backoff.kind, "delay": self.backoff.delay, "max": self.backoff.max,
-                            "jitter": self.backoff.jitter},
-                "timeout": self.timeout, "notes": list(self.notes)}
+__all__ = ["TypeFit", "Calibration", "with_paths"]
 
 
 def _when(t: float) -> str:
@@ -182,9 +158,6 @@ class Calibration:
 
     def write(self, path: str | Path) -> Scenario:
         """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written."""
-        from qsim.calibrate.build import with_paths
-        from qsim.scenario_toml import write_toml
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         scenario = with_paths(self.scenario, path.parent, path.stem)
@@ -199,9 +172,7 @@ class Calibration:
 
     def plots(self, folder: str | Path) -> list[Path]:
         """One PNG per job type in ``folder``: measured vs fitted service CDF, arrivals per minute."""
-        from qsim.calibrate.plots import write_plots
-
-        return write_plots(self, Path(folder))
+        return write_plots(self.types, Path(folder))
 
     # -- display --------------------------------------------------------------
     def table(self) -> pd.DataFrame:
@@ -250,3 +221,18 @@ class Calibration:
         if self.warnings:
             parts.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings) + "</ul>")
         return "\n".join(parts)
+
+
+def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:
+    """``scenario`` with its empirical and trace CSVs named ``<stem>.<type>.service.csv`` /
+    ``.arrivals.csv`` in ``folder``."""
+    jobs = []
+    for j in scenario.jobs:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in j.name)
+        svc, arr = j.service, j.arrival
+        if svc.kind == "empirical":
+            svc = replace(svc, path=folder / f"{stem}.{safe}.service.csv")  # type: ignore[type-var]
+        if arr is not None and arr.kind == "trace":
+            arr = replace(arr, path=folder / f"{stem}.{safe}.arrivals.csv")  # type: ignore[type-var]
+        jobs.append(replace(j, service=svc, arrival=arr))
+    return replace(scenario, jobs=tuple(jobs))

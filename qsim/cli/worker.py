@@ -92,6 +92,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _redact_option(p)
     p.add_argument("--metrics-port", type=pos_int, metavar="P",
                    help="serve Prometheus metrics on http://0.0.0.0:P/metrics (see qsim.engine.metrics)")
+    p.add_argument("--advise-slo", action="append", metavar="EXPR",
+                   help="with --metrics-port: also export qsim_recommended_workers{queue} and "
+                        "qsim_predicted_wait_seconds{queue,quantile} for this SLO, e.g. p95_wait<=2 (see qsim advise)")
+    p.add_argument("--advise-every", type=pos_float, default=60.0, metavar="S",
+                   help="seconds between recomputations of the advice (default 60)")
+    p.add_argument("--advise-window", default="15m", metavar="W",
+                   help="the advice comes from the jobs enqueued in the last W (default 15m)")
     p.set_defaults(func=cmd_worker)
 
     p = subparsers.add_parser("stats", help="job counts per queue",
@@ -152,6 +159,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as e:
         err("worker", str(e))
         return EXIT_BAD_INPUT
+    if args.advise_slo and args.metrics_port is None:
+        err("worker", "--advise-slo needs --metrics-port P (the advice is exported as metrics)")
+        return EXIT_BAD_INPUT
+    advisor = None
+    if args.advise_slo:
+        try:
+            advisor = _advisor(args)
+        except ValueError as e:  # ScenarioError: a bad SLO or window
+            err("worker", str(e))
+            return EXIT_BAD_INPUT
     metrics = None
     if args.metrics_port is not None:
         from qsim.engine.metrics import WorkerMetrics
@@ -163,17 +180,30 @@ def cmd_worker(args: argparse.Namespace) -> int:
             err("worker", f"cannot serve metrics on port {args.metrics_port}: {e}")
             return EXIT_FAILURE
         print(f"qsim worker: metrics on http://0.0.0.0:{args.metrics_port}/metrics", file=sys.stderr)
+        if advisor is not None:  # the advice's gauges beside the worker's (no change to the engine)
+            metrics.registry.register(advisor.collector)
+            advisor.start()
     try:
         code = asyncio.run(worker.run())
     except RedisUnavailable as e:
         err("worker", str(e))
         return EXIT_FAILURE
     finally:
+        if advisor is not None:
+            advisor.close()
         if metrics is not None:
             metrics.close()
     if code == EXIT_CUT_OFF:
         err("worker", "stopped with jobs cut off (handed back to the queue)")
     return code
+
+
+def _advisor(args: argparse.Namespace) -> Any:
+    """The background advisor of ``--advise-slo`` (qsim.advise: layer 3, imported only when asked for)."""
+    from qsim.advise import Advisor
+
+    return Advisor(resolve_redis_url(args.redis), args.queue, args.advise_slo, every=args.advise_every,
+                   window=args.advise_window, prefix=args.prefix, group=args.group, concurrency=args.concurrency)
 
 
 def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
