@@ -247,7 +247,7 @@ class ModelCore:
         if rec is None:
             raise RuntimeError("ModelCore.bind: no recorder")
         jobs, queues, d = self.jobs, self.queues, self.dispatcher
-        self._job_queue, self._key, self._hold = self.lane_of, self.key, self.hold
+        self._job_lane, self._key, self._hold = self.lane_of, self.key, self.hold
         self._heaps, self._active, self._gates, self._open = queues.heaps, queues.active, queues.gates, queues.open
         self._fill, self._offer = d.fill, d.offer
         self._pool_of_slot, self._idle_since = d.pool_of_slot, d.idle_since
@@ -267,7 +267,7 @@ class ModelCore:
 
     def enqueue(self, job: int, now: float) -> None:
         """Job ``job`` becomes waiting now; offer its queue to the pools."""
-        q = self._job_queue[job]
+        q = self._job_lane[job]
         heap = self._heaps[q]
         pool = self._solo[q]
         if pool is not None and pool.free and not heap and self._open[q]:
@@ -289,7 +289,7 @@ class ModelCore:
     def enqueue_batch(self, jobs: list[int], now: float) -> None:
         """Several jobs become waiting at the same instant (added in bulk): all are
         queued before the pools are offered their queues, so the best priority starts first."""
-        queues, heaps, queue_of, key = self.queues, self._heaps, self._job_queue, self._key
+        queues, heaps, queue_of, key = self.queues, self._heaps, self._job_lane, self._key
         touched: list[int] = []
         for job in jobs:
             q = queue_of[job]
@@ -321,7 +321,7 @@ class ModelCore:
             return
         running[slot] = -1
         now = alarm.at
-        q = self._job_queue[job]
+        q = self._job_lane[job]
         self._active[q] -= 1
         reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
         if self._result is None:  # every attempt succeeds: the job completed (settle, inlined)

@@ -48,7 +48,8 @@ def order(redis_client: redis.Redis) -> list[str]:
     return list(redis_client.zrange(K.wait, 0, -1))
 
 
-def test_handed_back_jobs_go_to_the_front_of_their_level_in_the_order_given(call: Any, redis_client: redis.Redis) -> None:
+def test_handed_back_jobs_go_to_the_front_of_their_level_in_the_order_given(call: Any,
+                                                                           redis_client: redis.Redis) -> None:
     # Given four jobs running (two of priority 1, two of priority 3) and a backlog of both levels
     add(call, ("r1", 1), ("r2", 1), ("r3", 3), ("r4", 3))
     running = {f.id: f for f in fetch(call, 4)}
@@ -62,7 +63,8 @@ def test_handed_back_jobs_go_to_the_front_of_their_level_in_the_order_given(call
     assert [f.id for f in fetch(call, 8)] == ["v0", "r2", "r1", "w1", "w2", "r4", "r3", "w3"]
 
 
-def test_a_later_put_back_goes_before_an_earlier_one_and_new_adds_after_both(call: Any, redis_client: redis.Redis) -> None:
+def test_a_later_put_back_goes_before_an_earlier_one_and_new_adds_after_both(call: Any,
+                                                                            redis_client: redis.Redis) -> None:
     add(call, ("a", 2), ("b", 2), ("c", 2))
     got = {f.id: f for f in fetch(call, 3)}
     add(call, ("w", 2))
