@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from qsim import dists
+from qsim.backoff import BACKOFF_KINDS, backoff_ms
 from qsim.errors import ScenarioError
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
 
 POLICIES = ("priority", "wrr", "ordered")
 EVENT_KINDS = ("sigterm", "sigkill", "start")
-BACKOFF_KINDS = ("fixed", "exponential")
 CHILD_FAILURE_POLICIES = ("fail", "ignore")
 
 
@@ -73,12 +73,25 @@ class QueueSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class BackoffSpec:
-    """Delay before retry ``n`` (1-based): fixed ``delay`` or ``delay * 2**(n-1)``, capped, with jitter."""
+    """Delay before retry ``n`` (1-based): fixed ``delay`` or ``delay * 2**(n-1)``, capped, with jitter.
+
+    The rule is :mod:`qsim.backoff`'s, the engine's; ``max`` caps exponential
+    backoff only (see :attr:`cap`).
+    """
 
     kind: str = "exponential"
     delay: float = 1.0
     max: float = 60.0
     jitter: float = 0.0  # fraction: the delay is multiplied by a uniform factor in [1 - jitter, 1]
+
+    @property
+    def cap(self) -> float | None:
+        """The cap the engine's Backoff gets: ``max`` for exponential backoff, none for fixed."""
+        return self.max if self.kind == "exponential" else None
+
+    def delay_ms(self, failed: int, u: float = 0.0) -> int:
+        """Whole milliseconds before the retry after the ``failed``-th failed attempt (``u``: the jitter's draw)."""
+        return backoff_ms(self.kind, self.delay, failed, cap=self.cap, jitter=self.jitter, u=u)
 
 
 @dataclass(frozen=True, kw_only=True)

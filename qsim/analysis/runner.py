@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -55,7 +55,7 @@ class Task:
     first_part: bool = False
 
 
-def _started(summary: dict[str, Any]) -> int:
+def _started(summary: Mapping[str, Any]) -> int:
     jobs = summary["jobs"]
     return int(jobs["completed"]) + int(jobs["dead"])
 

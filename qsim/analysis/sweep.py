@@ -35,7 +35,7 @@ _INTEGER_FIELDS = {"workers", "concurrency", "concurrency_limit", "attempts", "m
 
 def _replace(obj: Any, fields: Sequence[str], value: Any, path: str) -> Any:
     name = fields[0]
-    if not dataclasses.is_dataclass(obj) or name not in {f.name for f in dataclasses.fields(obj)}:
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type) or name not in {f.name for f in dataclasses.fields(obj)}:
         raise ScenarioError(f"--vary {path}: {type(obj).__name__} has no field {name!r}")
     if len(fields) == 1:
         current = getattr(obj, name)
@@ -62,7 +62,8 @@ def with_params(scenario: Scenario, params: Mapping[str, Any]) -> Scenario:
                 raise ScenarioError(f"--vary {path}: no {parts[0][:-1]} named {parts[1]!r} "
                                     f"(defined: {', '.join(names)})")
             new = tuple(_replace(it, parts[2:], value, path) if it.name == parts[1] else it for it in items)
-            scenario = dataclasses.replace(scenario, **{parts[0]: new})
+            changes: dict[str, Any] = {parts[0]: new}
+            scenario = dataclasses.replace(scenario, **changes)
         else:
             scenario = _replace(scenario, parts, value, path)
     _check_values(scenario, params)
@@ -81,7 +82,7 @@ def param_value(scenario: Scenario, path: str) -> Any:
             raise ScenarioError(f"{path}: no {parts[0][:-1]} named {parts[1]!r} (defined: {', '.join(items)})")
         obj, parts = items[parts[1]], parts[2:]
     for name in parts:
-        if not dataclasses.is_dataclass(obj) or name not in {f.name for f in dataclasses.fields(obj)}:
+        if not dataclasses.is_dataclass(obj) or isinstance(obj, type) or name not in {f.name for f in dataclasses.fields(obj)}:
             raise ScenarioError(f"{path}: {type(obj).__name__} has no field {name!r}")
         obj = getattr(obj, name)
     return obj

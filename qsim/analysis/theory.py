@@ -21,6 +21,7 @@ Times are seconds, rates per second.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -302,9 +303,10 @@ def _check_structure(scenario: Scenario) -> list[Any]:
     if not arriving:
         raise TheoryNotApplicable("no job type has arrivals")
     for job in arriving:
-        if job.arrival.kind != "poisson":
+        kind = job.arrival.kind if job.arrival is not None else "no"
+        if kind != "poisson":
             raise TheoryNotApplicable(
-                f"theory needs Poisson arrivals; job type {job.name!r} has {job.arrival.kind} arrivals"
+                f"theory needs Poisson arrivals; job type {job.name!r} has {kind} arrivals"
             )
         if job.fail_prob or job.poison_prob:
             raise TheoryNotApplicable(
@@ -378,7 +380,7 @@ def _class_keys(scenario: Scenario, arriving: list[Any], used: list[str]) -> dic
     if any(k != keys for k in per_pool[1:]):
         raise TheoryNotApplicable("pools that order the queues differently are not covered")
     for q in scenario.queues:
-        if q.name in used and getattr(q, "aging", 0.0):
+        if q.name in used and q.aging:
             raise TheoryNotApplicable(
                 f"priority aging is not covered (queue {q.name!r} has aging={q.aging})"
             )
@@ -437,8 +439,8 @@ def predict(scenario: Scenario) -> TheoryResult:
     first_mean = means[arriving[0].name]
     equal_means = all(math.isclose(m, first_mean, rel_tol=1e-9) for m in means.values())
     keys = _class_keys(scenario, arriving, used)
-    common = {"scenario": str(scenario.name), "c": c, "lam": lam, "mu": mu,
-              "mean_service": mean_service, "rho": rho, "utilization": rho, "throughput": lam}
+    common = functools.partial(TheoryResult, scenario=str(scenario.name), c=c, lam=lam, mu=mu,
+                               mean_service=mean_service, rho=rho, utilization=rho, throughput=lam)
 
     if len(set(keys.values())) > 1:
         if not (all_exp and equal_means):
@@ -470,10 +472,10 @@ def predict(scenario: Scenario) -> TheoryResult:
             }
             for n in rates
         }
-        return TheoryResult(
+        return common(
             model=MODEL_PRIORITY, p_wait=erlang_c(c, lam / mu),
             wait=_stats(wait_mean), latency=_stats(wait_mean + mean_service),
-            by_type=by_type, notes=tuple(notes), **common,
+            by_type=by_type, notes=tuple(notes),
         )
 
     if len(used) > 1:
@@ -504,7 +506,7 @@ def predict(scenario: Scenario) -> TheoryResult:
         }
         for n in rates
     }
-    return TheoryResult(
+    return common(
         model=model, p_wait=p_wait, wait=wait, latency=_stats(wait_mean + mean_service),
-        by_type=by_type, notes=tuple(notes), **common,
+        by_type=by_type, notes=tuple(notes),
     )

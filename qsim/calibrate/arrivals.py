@@ -125,21 +125,21 @@ def fit_arrivals(times: np.ndarray, start: float, end: float, *, resolution: flo
     disp = float(counts.var(ddof=1) / mean_c) if mean_c > 0 else math.nan
     chi = (k - 1) * disp
     p_over, p_under = float(stats.chi2.sf(chi, k - 1)), float(stats.chi2.cdf(chi, k - 1))
-    common = dict(rate=rate, n=n, span=span, dispersion=disp, p_over=p_over, p_under=p_under, windows=k,
+    common: dict[str, Any] = dict(rate=rate, n=n, span=span, dispersion=disp, p_over=p_over, p_under=p_under, windows=k,
                   width=width, batch_mean=batch_mean, p_batch=p_batch, times=rel)
     if p_batch < 1e-3 and batch_mean >= 1.5:
         size = max(2, int(round(batch_mean)))
         return ArrivalFit(kind="burst", size=size, note=f"batches of {batch_mean:.2f} simultaneous jobs on average",
-                          **common)  # type: ignore[arg-type]
+                          **common)
     if p_over < 0.01:
         size = max(2, int(round(disp)))
         return ArrivalFit(kind="burst", size=size, note=(
             f"over-dispersed counts (D = {disp:.2f}, p = {p_over:.2g}) without simultaneous batches: burst size "
             f"from D; if the rate drifts over the window, --arrivals trace replays it instead"),
-            **common)  # type: ignore[arg-type]
+            **common)
     ia = np.diff(t)
     ia_cv = float(ia.std() / ia.mean()) if ia.size > 1 and ia.mean() > 0 else math.nan
     if p_under < 0.01 and ia_cv < 0.5:
         return ArrivalFit(kind="constant", note=f"under-dispersed (D = {disp:.2f}), interarrival cv {ia_cv:.2f}",
-                          **common)  # type: ignore[arg-type]
-    return ArrivalFit(kind="poisson", **common)  # type: ignore[arg-type]
+                          **common)
+    return ArrivalFit(kind="poisson", **common)

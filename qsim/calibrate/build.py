@@ -72,7 +72,7 @@ def _runs(jobs: pd.DataFrame, attempts: pd.DataFrame, ids: set[str], *, ok: bool
     start = j["last_start"].to_numpy(float).copy()
     single = ~np.isfinite(start) & (j["attempts"].to_numpy() <= 1)  # one attempt, or not recorded
     start[single] = j["started"].to_numpy(float)[single]
-    return (j["finished"].to_numpy(float) - start)
+    return np.asarray(j["finished"].to_numpy(float) - start, dtype=float)
 
 
 def _type_names(jobs: pd.DataFrame) -> tuple[pd.Series, list[str]]:

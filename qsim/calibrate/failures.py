@@ -84,7 +84,7 @@ class _Likelihood:
 def _interval(profile: Any, best: float, top: float) -> tuple[float, float]:
     """Profile-likelihood interval around ``best`` (``profile(x)`` = max log-likelihood at x)."""
     def gap(x: float) -> float:
-        return top - profile(x) - _LR
+        return float(top - profile(x) - _LR)
 
     lo = 0.0 if gap(0.0) <= 0 else optimize.brentq(gap, 0.0, best, xtol=1e-10) if best > 0 else 0.0
     hi = 1.0 if gap(1.0) <= 0 else optimize.brentq(gap, best, 1.0, xtol=1e-10) if best < 1 else 1.0

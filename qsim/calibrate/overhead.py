@@ -87,7 +87,7 @@ def idle_pickups(jobs: pd.DataFrame, runs: pd.DataFrame, slots: int) -> np.ndarr
     r1 = np.sort(runs["end"].to_numpy(float))
     active = np.searchsorted(r0, enq, side="right") - np.searchsorted(r1, enq, side="right")
     idle = (waiting <= 0) & (active < slots)
-    return start[idle] - enq[idle]
+    return np.asarray(start[idle] - enq[idle], dtype=float)
 
 
 def estimate_from_jobs(jobs: pd.DataFrame, runs: pd.DataFrame, slots: int) -> Overhead:

@@ -116,7 +116,7 @@ def _clean(x: np.ndarray, resolution: float) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     floor = max(resolution / 2, 1e-9)
-    return np.maximum(x, floor)
+    return np.asarray(np.maximum(x, floor), dtype=float)
 
 
 def fit_service(runs: np.ndarray, *, shift: float = 0.0, empirical: bool = False, min_fit: int = MIN_FIT,

@@ -23,6 +23,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.out:
+        assert result.records is not None  # simulate() keeps the records unless records=False
         write_outputs(Path(args.out), result.records.jobs, result.timeseries, result.summary, scenario,
                       result.records)
     if args.json:

@@ -1,4 +1,4 @@
-"""Retry backoff: fixed or exponential delays with a cap and jitter."""
+"""Retry backoff: fixed or exponential delays with a cap and jitter (the rule itself is :mod:`qsim.backoff`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Backoff", "MAX_BACKOFF"]
+from qsim.backoff import BACKOFF_KINDS, MAX_BACKOFF, backoff_delay
 
-#: Longest delay (seconds) a backoff may give: 365 days. Longer settings are refused, computed
-#: delays are capped at it (an exponential backoff without ``max`` reaches it after ~25 retries).
-MAX_BACKOFF = 365 * 86400.0
+__all__ = ["Backoff", "MAX_BACKOFF"]
 
 
 def _seconds(what: str, v: Any) -> None:
@@ -39,7 +37,7 @@ class Backoff:
     jitter: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("fixed", "exponential"):
+        if self.kind not in BACKOFF_KINDS:
             raise ValueError(f"backoff kind must be 'fixed' or 'exponential', got {self.kind!r}")
         _seconds("delay", self.delay)
         if self.max is not None:
@@ -59,12 +57,12 @@ class Backoff:
 
     def delay_for(self, failed_attempts: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after the ``failed_attempts``-th failed attempt (1-based); at most :data:`MAX_BACKOFF`."""
-        n = max(1, int(failed_attempts))
-        d = self.delay if self.kind == "fixed" else self.delay * 2.0 ** min(n - 1, 60)
-        d = min(d, MAX_BACKOFF if self.max is None else self.max)
-        if self.jitter:
-            d *= 1.0 - self.jitter * (rng or random).random()
-        return d
+        u = (rng or random).random() if self.jitter else 0.0
+        return backoff_delay(self.kind, self.delay, failed_attempts, cap=self.max, jitter=self.jitter, u=u)
+
+    def delay_ms(self, failed_attempts: int, rng: random.Random | None = None) -> int:
+        """:meth:`delay_for` in whole milliseconds, rounded down (what a failed attempt stores)."""
+        return int(self.delay_for(failed_attempts, rng) * 1000)
 
     def to_json(self) -> str:
         """The compact JSON stored in the job hash."""

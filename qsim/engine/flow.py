@@ -70,35 +70,30 @@ the parent's worker's group.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from redis.crc import key_slot
-
-from qsim.engine.connection import check_decoded, connect, connect_async
-from qsim.engine.job import EnqueuedJob
+from qsim.engine import fanout
+from qsim.engine.connection import DEFAULT_REDIS_URL, check_decoded, connect, connect_async
+from qsim.engine.fanout import (
+    CHILD_POLICIES,
+    ChildSpecs,
+    check_one_slot,
+    child_args,
+    make_keys,
+    rate_fields,
+    rekeyed,
+    taken,
+)
+from qsim.engine.job import Job
+from qsim.engine.jobinfo import EnqueuedJob
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
 from qsim.engine.payload import DEFAULT_MAX_PAYLOAD, DEFAULT_WARN_PAYLOAD
-from qsim.engine.protocol import JobSpec, park_call, with_rate_key
-from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, QueueCore
-from qsim.engine.scripts import (
-    Call,
-    Op,
-    ScriptSet,
-    command,
-    is_cluster,
-    redis_errors,
-    run_calls_async,
-    run_op,
-    run_op_async,
-)
-from qsim.errors import ChildFailed, FlowError, LockLost, WaitingForChildren
-
-if TYPE_CHECKING:
-    from qsim.engine.job import Job
+from qsim.engine.protocol import JobSpec
+from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN
+from qsim.engine.scripts import Call, Op, ScriptSet, run_op, run_op_async
+from qsim.errors import FlowError
 
 __all__ = [
     "FlowProducer",
@@ -112,11 +107,6 @@ __all__ = [
     "children_values",
     "children_failures",
 ]
-
-#: What a child's death does to its parent.
-CHILD_POLICIES = ("fail", "ignore")
-_JOB_OPTIONS = ("priority", "delay", "attempts", "backoff", "timeout", "job_id")
-
 
 @dataclass(frozen=True)
 class FlowJobs:
@@ -134,91 +124,6 @@ class FlowJobs:
     def refs(self) -> list[str]:
         """The children's keys in ``children_values()``: ``"<queue>:<id>"``."""
         return [f"{c.queue}:{c.id}" for c in self.children]
-
-
-def make_keys(queue: str, prefix: str, group: str | None) -> QueueKeys:
-    """A queue's keys, in ``group`` when one is given."""
-    return QueueKeys(queue, prefix, group)
-
-
-class _Specs:
-    """Validates and encodes the jobs of a flow (one QueueCore per queue)."""
-
-    def __init__(self, prefix: str, group: str | None, max_payload: int, warn_payload: int) -> None:
-        self.prefix, self.group = prefix, group
-        self.max_payload, self.warn_payload = max_payload, warn_payload
-        self.cores: dict[str, QueueCore] = {}
-
-    def keys(self, queue: str) -> QueueKeys:
-        return make_keys(queue, self.prefix, self.group)
-
-    def one(self, item: Any, what: str, default_policy: str | None) -> tuple[QueueKeys, str, JobSpec]:
-        if not isinstance(item, tuple) or len(item) not in (3, 4) or (len(item) == 4 and not isinstance(item[3], dict)):
-            raise ValueError(f"{what} must be a (queue, name, data) or (queue, name, data, options) tuple, got {item!r}")
-        queue, name, data = item[:3]
-        opts = dict(item[3]) if len(item) == 4 else {}
-        policy = opts.pop("on_failure", default_policy)
-        if default_policy is None and policy is not None:
-            raise ValueError(f"{what}: on_failure is an option of children, not of the parent")
-        if policy is not None and policy not in CHILD_POLICIES:
-            raise ValueError(f"{what}: on_failure must be one of {', '.join(CHILD_POLICIES)}, got {policy!r}")
-        unknown = sorted(set(opts) - set(_JOB_OPTIONS))
-        if unknown:
-            raise ValueError(f"{what}: unknown options {unknown}; known: {', '.join(_JOB_OPTIONS)}, on_failure")
-        keys = self.keys(queue)
-        core = self.cores.get(queue)
-        if core is None:
-            core = self.cores[queue] = QueueCore(queue, prefix=self.prefix, max_payload=self.max_payload,
-                                                 warn_payload=self.warn_payload)
-        return keys, policy or "", core.spec(name, data, **opts)
-
-    def learn(self, fields: dict[str, str]) -> None:
-        """Remember the rate-limit keys an add script named (``{queue key base: key}``)."""
-        for queue, core in self.cores.items():
-            if self.keys(queue).base in fields:
-                core.rate_field = fields[self.keys(queue).base]
-
-    def children(self, children: Sequence[Any], policy: str) -> list[tuple[QueueKeys, str, JobSpec]]:
-        if policy not in CHILD_POLICIES:
-            raise ValueError(f"on_child_failure must be one of {', '.join(CHILD_POLICIES)}, got {policy!r}")
-        if isinstance(children, (str, bytes)) or not isinstance(children, Sequence):
-            raise ValueError(f"children must be a list of (queue, name, data[, options]) tuples, got {children!r}")
-        out = [self.one(c, f"children[{i}]", policy) for i, c in enumerate(children)]
-        ids = [(k.queue, s.id) for k, _, s in out if s.id]
-        if len(ids) != len(set(ids)):
-            raise FlowError(f"children ids repeat: {sorted(ids)}")
-        return out
-
-
-def _rate_fields(pairs: Sequence[Any]) -> dict[str, str]:
-    """``{queue key base: rate-limit key}`` from the flat pairs of an add script's -4 reply."""
-    return {str(pairs[i]): str(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)}
-
-
-def _rekeyed(keys: QueueKeys, spec: JobSpec, fields: dict[str, str]) -> JobSpec:
-    return with_rate_key(spec, fields[keys.base]) if keys.base in fields else spec
-
-
-def _child_args(children: Sequence[tuple[QueueKeys, str, JobSpec]]) -> list[Any]:
-    args: list[Any] = []
-    for keys, policy, spec in children:
-        args.extend((keys.base, policy, *spec))
-    return args
-
-
-def check_one_slot(client: Any, keys: Sequence[QueueKeys]) -> None:
-    """On Redis Cluster, raise FlowError unless every queue's keys share one slot."""
-    if not is_cluster(client):
-        return
-    slots = {k.queue: key_slot(k.wait.encode()) for k in keys}
-    if len(set(slots.values())) > 1:
-        raise FlowError(
-            "on Redis Cluster a flow's queues must share one hash slot (the flow scripts touch all their keys "
-            f"at once), got slots {slots}: use one queue, or give the queues a common group (group=...)")
-
-
-def _taken(ref: str) -> FlowError:
-    return FlowError(f"a job with the child id {ref!r} already exists; nothing was added")
 
 
 class FlowCore:
@@ -246,7 +151,7 @@ class FlowCore:
             raise ValueError(f"on_child_failure must be one of {', '.join(CHILD_POLICIES)}, got {on_child_failure!r}")
         self.on_child_failure = on_child_failure
         self.events_maxlen = events_maxlen
-        self._specs = _Specs(prefix, group, max_payload, warn_payload)
+        self._specs = ChildSpecs(prefix, group, max_payload, warn_payload)
         make_keys("_", prefix, group)  # validates prefix and group
 
     def op_add(self, client: Any, parent: tuple[Any, ...], children: Sequence[tuple[Any, ...]],
@@ -261,7 +166,7 @@ class FlowCore:
     def _op_add(self, pkeys: QueueKeys, pspec: JobSpec, kids: list[tuple[QueueKeys, str, JobSpec]],
                 tries: int) -> Op[FlowJobs]:
         call = Call("add_flow", (pkeys.waiting_children, *dict.fromkeys(k.wait for k, _, _ in kids)),
-                    (pkeys.base, *pspec, self.events_maxlen, len(kids), *_child_args(kids)))
+                    (pkeys.base, *pspec, self.events_maxlen, len(kids), *child_args(kids)))
 
         def parse(replies: list[Any]) -> Any:
             reply = replies[0]
@@ -269,12 +174,12 @@ class FlowCore:
             if code == -4:  # a queue's rate-limit key changed: read the values again, resend
                 if tries >= 3:
                     raise FlowError("the rate-limit key of a flow's queue keeps changing; nothing was added")
-                fields = _rate_fields(reply[2:])
+                fields = rate_fields(reply[2:])
                 self._specs.learn(fields)
-                return self._op_add(pkeys, _rekeyed(pkeys, pspec, fields),
-                                    [(k, p, _rekeyed(k, s, fields)) for k, p, s in kids], tries + 1)
+                return self._op_add(pkeys, rekeyed(pkeys, pspec, fields),
+                                    [(k, p, rekeyed(k, s, fields)) for k, p, s in kids], tries + 1)
             if code == -3:
-                raise _taken(str(reply[2]))
+                raise taken(str(reply[2]))
             if code == 0:  # the parent's id is taken: describe the stored job
                 return FlowJobs(EnqueuedJob(pid, str(reply[2]) or pspec.name, pkeys.queue, False), [], False)
             p = EnqueuedJob(pid, pspec.name, pkeys.queue, True)
@@ -293,7 +198,7 @@ class FlowProducer(FlowCore):
         **options: See :class:`FlowCore` (``prefix``, ``group``, ``on_child_failure``, ...).
     """
 
-    def __init__(self, *, redis: Any = "redis://127.0.0.1:6379/0", **options: Any) -> None:
+    def __init__(self, *, redis: Any = DEFAULT_REDIS_URL, **options: Any) -> None:
         super().__init__(**options)
         if isinstance(redis, str):
             self.client: Any = connect_async(redis, socket_connect_timeout=5.0)
@@ -340,7 +245,7 @@ class SyncFlowProducer(FlowCore):
         **options: See :class:`FlowCore`.
     """
 
-    def __init__(self, *, redis: Any = "redis://127.0.0.1:6379/0", **options: Any) -> None:
+    def __init__(self, *, redis: Any = DEFAULT_REDIS_URL, **options: Any) -> None:
         super().__init__(**options)
         if isinstance(redis, str):
             self.client: Any = connect(redis, socket_connect_timeout=5.0)
@@ -368,127 +273,27 @@ class SyncFlowProducer(FlowCore):
         self.close()
 
 
-# -- the handler's side (Job methods delegate here) ------------------------------
-def _worker_of(job: Job) -> Any:
-    if job._worker is None:
-        raise RuntimeError("this needs a job run by a Worker")
-    return job._worker
-
-
-def job_keys(job: Job) -> QueueKeys:
-    """The keys of ``job``'s queue (the worker's prefix and group)."""
-    k = _worker_of(job).keys
-    return make_keys(job.queue, k.prefix, k.group)
-
-
+# -- the handler's side: Job's methods, as functions of the job -------------------------
 async def add_children(job: Job, children: Sequence[tuple[Any, ...]], *, on_failure: str = "fail") -> list[EnqueuedJob]:
     """Add ``children`` (``(queue, name, data[, options])``) of the running ``job`` in one script call."""
-    w = _worker_of(job)
-    pk = job_keys(job)
-    specs = w.flow_state.get("specs")
-    if specs is None:  # kept by the worker: the queues' rate-limit keys, once learnt, stay known
-        specs = w.flow_state["specs"] = _Specs(pk.prefix, pk.group, w.max_payload, w.max_payload)
-    kids = specs.children(children, on_failure)
-    if not kids:
-        return []
-    check_one_slot(w.client, [pk, *(k for k, _, _ in kids)])
-    for _ in range(4):
-        call = Call("add_children", (pk.active, *dict.fromkeys(k.wait for k, _, _ in kids)),
-                    (pk.base, job.id, job.token, len(kids), *_child_args(kids)))
-        with redis_errors(f"add children of job {job.id}"):
-            reply = (await run_calls_async(w.client, w.scripts, [call]))[0]
-        if int(reply[0]) != -4:
-            break
-        fields = _rate_fields(reply[1:])  # a queue's rate-limit key changed: read the values again, resend
-        specs.learn(fields)
-        kids = [(k, p, _rekeyed(k, s, fields)) for k, p, s in kids]
-    else:
-        raise FlowError("the rate-limit key of a child's queue keeps changing; no child added")
-    if int(reply[0]) == -1:
-        raise LockLost(f"job {job.id}: this worker no longer holds its lock; no child added")
-    if int(reply[0]) == -3:
-        raise _taken(str(reply[1]))
-    return [EnqueuedJob(str(reply[1 + 2 * i]), s.name, k.queue, bool(int(reply[2 + 2 * i])))
-            for i, (k, _, s) in enumerate(kids)]
-
-
-def _decode(v: str) -> Any:
-    try:
-        return json.loads(v)
-    except ValueError:
-        return v
+    return await fanout.add_children(job.context, job, children, on_failure=on_failure)
 
 
 async def children_values(job: Job) -> dict[str, Any]:
     """Return values of ``job``'s completed children, keyed by ``"<queue>:<id>"``."""
-    w = _worker_of(job)
-    with redis_errors(f"children of job {job.id}"):
-        (h,) = await run_calls_async(w.client, w.scripts, [command("HGETALL", job_keys(job).children(job.id))])
-    return {ref: _decode(v) for ref, v in h.items()}
+    return await fanout.children_values(job.context, job)
 
 
 async def children_failures(job: Job) -> dict[str, str]:
     """Errors of ``job``'s children that went to the DLQ, keyed by ``"<queue>:<id>"``."""
-    w = _worker_of(job)
-    with redis_errors(f"children of job {job.id}"):
-        (h,) = await run_calls_async(w.client, w.scripts, [command("HGETALL", job_keys(job).children_failed(job.id))])
-    return dict(h)
+    return await fanout.children_failures(job.context, job)
 
 
 async def wait_children(job: Job, *, progress: bool = True, max_poll: float = 0.5) -> dict[str, Any]:
-    """Wait until every child of the running ``job`` is done; return :func:`children_values`.
-
-    Reports ``{"children_done": k, "children_total": n}`` as progress when
-    ``k`` changes (``progress=True``).
-
-    Raises:
-        ChildFailed: a child with the ``fail`` policy went to the DLQ.
-        LockLost: the worker lost the parent's lock (it stalled) while waiting.
-    """
-    w = _worker_of(job)
-    k = job_keys(job)
-    calls = [command("HMGET", k.job(job.id), "pending_children", "child_failed"),
-             command("HLEN", k.children(job.id)), command("HLEN", k.children_failed(job.id))]
-    last, delay = -1, 0.02
-    while True:
-        if job.lock_lost:
-            raise LockLost(f"job {job.id}: this worker no longer holds its lock; stopped waiting for its children")
-        with redis_errors(f"children of job {job.id}"):
-            (pending, failed), ok, bad = await run_calls_async(w.client, w.scripts, calls)
-        if failed:
-            raise ChildFailed(f"child {failed}")
-        left, finished = int(pending or 0), int(ok) + int(bad)
-        if finished != last:
-            if progress and (last >= 0 or finished):
-                await job.progress({"children_done": finished, "children_total": finished + max(left, 0)})
-            last, delay = finished, 0.02
-        if left <= 0:
-            return await children_values(job)
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, max_poll)
+    """Wait until every child of the running ``job`` is done (see :meth:`Job.wait_children`)."""
+    return await fanout.wait_children(job.context, job, progress=progress, max_poll=max_poll)
 
 
 async def move_to_waiting_children(job: Job) -> None:
-    """Park the running ``job`` in waiting-children while children are pending.
-
-    Returns at once when no child is pending. Otherwise raises
-    :class:`~qsim.errors.WaitingForChildren` (let it propagate: the worker
-    frees the slot, and the handler runs again when the children are done).
-
-    Raises:
-        WaitingForChildren: the job was parked.
-        ChildFailed: a child with the ``fail`` policy went to the DLQ.
-        LockLost: the worker no longer holds the job's lock.
-    """
-    w = _worker_of(job)
-    k = job_keys(job)
-    call = park_call(k, w.events_maxlen, job.id, job.token)
-    with redis_errors(f"park job {job.id}"):
-        code = int((await run_calls_async(w.client, w.scripts, [call]))[0])
-        if code == 2:
-            (failed,) = await run_calls_async(w.client, w.scripts, [command("HGET", k.job(job.id), "child_failed")])
-            raise ChildFailed(f"child {failed}")
-    if code == -1:
-        raise LockLost(f"job {job.id}: this worker no longer holds its lock")
-    if code == 1:
-        raise WaitingForChildren(f"job {job.id} waits for its children")
+    """Park the running ``job`` while children are pending (see :meth:`Job.move_to_waiting_children`)."""
+    await fanout.move_to_waiting_children(job.context, job)

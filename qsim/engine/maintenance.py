@@ -1,4 +1,8 @@
-"""A worker's side tasks: batched lock renewal, stalled-job recovery, and its start-up check of Redis."""
+"""A worker's side tasks: batched lock renewal, stalled-job recovery, and its start-up check of Redis.
+
+The side tasks get the worker's :class:`~qsim.engine.context.JobContext`
+(client, scripts, limits, events), never the worker.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import redis
-
 from qsim.engine.connection import display_url
+from qsim.engine.context import JobContext
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
 from qsim.engine.protocol import extend_lock_call, recover_stalled_call
-from qsim.engine.scripts import CONNECTION_ERRORS, ScriptSet, run_calls_async
+from qsim.engine.scripts import REDIS_ERRORS, run_calls_async
 
 __all__ = ["renew_locks", "recover_stalled", "check_eviction_policy"]
 
@@ -21,25 +24,25 @@ logger = logging.getLogger(__name__)
 
 
 async def renew_locks(
-    client: Any, scripts: ScriptSet, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]],
-    maxlen: int,
+    ctx: JobContext, keys: QueueKeys, lock_ms: int, interval: float, held: Callable[[], list[Job]]
 ) -> None:
-    """Every ``interval`` s, renew the locks of all ``held()`` jobs in one script call.
+    """Every ``interval`` s, renew the locks of all ``held()`` jobs of queue ``keys`` in one script call.
 
     A job whose lock turns out to be lost gets ``job.lock_lost = True`` (its
     completion will be refused); a job whose key turned out to hold another
-    type is lost too (the script moved it to the DLQ, events capped at
-    ``maxlen``). Redis errors are logged; the loop goes on.
+    type is lost too (the script moved it to the DLQ). Redis errors are
+    logged; the loop goes on.
     """
+    maxlen = ctx.limits.events_maxlen
     while True:
         await asyncio.sleep(interval)
         jobs = held()
         if not jobs:
             continue
         try:
-            lost = (await run_calls_async(client, scripts, [
+            lost = (await run_calls_async(ctx.client, ctx.scripts, [
                 extend_lock_call(keys, lock_ms, [(j.id, j.token) for j in jobs], maxlen)]))[0]
-        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+        except REDIS_ERRORS as e:
             logger.warning("could not renew %s locks: %s", len(jobs), e)
             continue
         if lost:
@@ -50,21 +53,22 @@ async def renew_locks(
                     logger.warning("job %s: lock lost while running", jid)
 
 
-async def recover_stalled(
-    client: Any, scripts: ScriptSet, keys: QueueKeys, maxlen: int, max_stalled: int, interval: float,
-    on_stalled: Callable[[str], None],
-) -> None:
-    """Now and every ``interval`` s, put back (or kill) jobs whose lock expired."""
+async def recover_stalled(ctx: JobContext, keys: QueueKeys, max_stalled: int, interval: float) -> None:
+    """Now and every ``interval`` s, put back (or kill) jobs of queue ``keys`` whose lock expired.
+
+    Each one is reported as a ``stalled`` event (``ctx.emit``).
+    """
+    maxlen = ctx.limits.events_maxlen
     while True:
         try:
-            requeued, dead = (await run_calls_async(client, scripts, [
+            requeued, dead = (await run_calls_async(ctx.client, ctx.scripts, [
                 recover_stalled_call(keys, maxlen, max_stalled)]))[0]
             if requeued or dead:
                 logger.warning("queue %s: %s stalled jobs put back, %s moved to the DLQ (max_stalled=%s)",
                                keys.queue, len(requeued), len(dead), max_stalled)
                 for jid in [*requeued, *dead]:
-                    on_stalled(jid)
-        except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:
+                    ctx.emit("stalled", jid)
+        except REDIS_ERRORS as e:
             logger.warning("stalled-job check failed: %s", e)
         await asyncio.sleep(interval)
 
@@ -73,7 +77,7 @@ async def check_eviction_policy(client: Any, url: str) -> None:
     """Warn when Redis may evict keys under memory pressure (jobs would vanish: run it with noeviction)."""
     try:
         info = await client.info("memory")
-    except (*CONNECTION_ERRORS, redis.exceptions.RedisError) as e:  # e.g. an ACL user without INFO
+    except REDIS_ERRORS as e:  # e.g. an ACL user without INFO
         logger.debug("cannot read Redis's maxmemory-policy (%s); it must be noeviction", e)
         return
     nodes = [info] if "maxmemory_policy" in info else [v for v in info.values() if isinstance(v, dict)]

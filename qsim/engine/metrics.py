@@ -34,7 +34,6 @@ the metric families are built when scraped; ``qsim worker --metrics-port P`` ser
 from __future__ import annotations
 
 import logging
-import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -144,8 +143,8 @@ class WorkerMetrics(Collector):
     lock, no Redis round trip); the metric families are built when scraped.
 
     Args:
-        worker: The worker to observe (its handler is wrapped to time
-            attempts; outcomes come from its ``on(...)`` callbacks).
+        worker: The worker to observe (attempts are timed by its attempt
+            hooks, ``add_hook``; outcomes come from its ``on(...)`` callbacks).
         registry: Where the metrics go (default: a new ``CollectorRegistry``).
         queue_stats: Also report queue depths read from Redis at scrape time.
 
@@ -162,12 +161,11 @@ class WorkerMetrics(Collector):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.series: dict[tuple[str, str], _Series] = {}
         self.stalled = 0
-        self._queues = ",".join(getattr(worker, "queues", None) or [worker.queue])
+        self._queues = ",".join(worker.queues)
         self.registry.register(self)
         self.collector: QueueCollector | None = None
         if queue_stats:
-            keys = getattr(worker, "all_keys", None) or [worker.keys]
-            self.collector = QueueCollector(worker.url, keys)
+            self.collector = QueueCollector(worker.url, worker.all_keys)
             self.registry.register(self.collector)
         self._server: Any = None
         self._attach()
@@ -179,28 +177,25 @@ class WorkerMetrics(Collector):
             s = self.series[key] = _Series()
         return s
 
+    # -- attempt hooks (see qsim.engine.hooks) ------------------------------------
+    def before_attempt(self, job: Job) -> None:
+        """Count the wait of a first attempt (enqueue -> start)."""
+        waited = job.wait
+        if waited is not None:
+            s = self._get(job)
+            s.wait[bisect_left(WAIT_BUCKETS, waited)] += 1
+            s.wait_sum += waited
+
+    def after_attempt(self, job: Job, seconds: float, error: BaseException | None) -> None:
+        """Count the handler time of an attempt, however it ended."""
+        s = self._get(job)
+        s.duration[bisect_left(DURATION_BUCKETS, seconds)] += 1
+        s.duration_sum += seconds
+
     def _attach(self) -> None:
         w = self.worker
-        inner = w.handler
+        w.add_hook(self)
         get = self._get
-        perf = time.perf_counter
-        dur_bounds, wait_bounds = DURATION_BUCKETS, WAIT_BUCKETS
-
-        async def timed(job: Job) -> Any:
-            s = get(job)
-            waited = job.wait
-            if waited is not None:
-                s.wait[bisect_left(wait_bounds, waited)] += 1
-                s.wait_sum += waited
-            t0 = perf()
-            try:
-                return await inner(job)
-            finally:
-                d = perf() - t0
-                s.duration[bisect_left(dur_bounds, d)] += 1
-                s.duration_sum += d
-
-        w.handler = timed
 
         def completed(job: Job, result: Any) -> None:
             get(job).completed += 1

@@ -17,8 +17,8 @@ import redis.asyncio
 
 from qsim.engine import limiter
 from qsim.engine.backoff import Backoff
-from qsim.engine.connection import check_decoded, connect, connect_async
-from qsim.engine.job import EnqueuedJob, JobInfo
+from qsim.engine.connection import DEFAULT_REDIS_URL, check_decoded, connect, connect_async
+from qsim.engine.jobinfo import EnqueuedJob, JobInfo
 from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
@@ -192,9 +192,9 @@ class QueueCore:
                     raise EngineError(f"the rate-limit key of queue {self.name!r} keeps changing; jobs not added")
                 return self._op_add_chunks(chunks, done, again, tries + 1)
             out = [e for d in done for e in d]
-            for e in out:
-                if not e.created:
-                    logger.debug("job %s already exists in queue %s: not added again", e.id, self.name)
+            for added in out:
+                if not added.created:
+                    logger.debug("job %s already exists in queue %s: not added again", added.id, self.name)
             return out
 
         return Op([add_call(self.keys, chunks[i]) for i in todo], parse)
@@ -337,7 +337,7 @@ class Queue(QueueCore):
         q.add("cut", {"order_id": 17}, priority=1, attempts=3, job_id="order-17")
     """
 
-    def __init__(self, name: str, *, redis: str | redis.Redis = "redis://127.0.0.1:6379/0", **options: Any) -> None:  # noqa: F811
+    def __init__(self, name: str, *, redis: str | redis.Redis = DEFAULT_REDIS_URL, **options: Any) -> None:  # noqa: F811
         super().__init__(name, **options)
         if isinstance(redis, str):
             self.client: Any = connect(redis, **_redis_url_kwargs())
@@ -387,7 +387,7 @@ class Queue(QueueCore):
     def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
         """Add many ``(name, data[, options])`` jobs in one round trip."""
         specs = self.bulk_specs(self, jobs)
-        return self._run(self.op_add(specs), "add_bulk") if specs else []  # type: ignore[no-any-return]
+        return self._run(self.op_add(specs), "add_bulk") if specs else []
 
     def get_job(self, job_id: str, *, redact: bool = False) -> JobInfo:
         """The stored job (raises JobNotFound)."""
@@ -466,7 +466,7 @@ class AsyncQueue(QueueCore):
     """Asyncio producer and admin handle of one queue; same methods as :class:`Queue`, awaited."""
 
     def __init__(
-        self, name: str, *, redis: str | redis.asyncio.Redis = "redis://127.0.0.1:6379/0", **options: Any  # noqa: F811
+        self, name: str, *, redis: str | redis.asyncio.Redis = DEFAULT_REDIS_URL, **options: Any  # noqa: F811
     ) -> None:
         super().__init__(name, **options)
         if isinstance(redis, str):
@@ -501,7 +501,7 @@ class AsyncQueue(QueueCore):
 
     async def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
         specs = self.bulk_specs(self, jobs)
-        return await self._run(self.op_add(specs), "add_bulk") if specs else []  # type: ignore[no-any-return]
+        return await self._run(self.op_add(specs), "add_bulk") if specs else []
 
     async def get_job(self, job_id: str, *, redact: bool = False) -> JobInfo:
         return await self._run(self.op_get_job(job_id, redact), "get_job")  # type: ignore[no-any-return]

@@ -38,6 +38,7 @@ __all__ = [
     "run_calls_async",
     "redis_errors",
     "CONNECTION_ERRORS",
+    "REDIS_ERRORS",
     "is_cluster",
 ]
 
@@ -71,6 +72,9 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.BusyLoadingError,
     OSError,
 )
+
+#: Every error redis-py raises for a command (connection trouble, and errors Redis replied with).
+REDIS_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_ERRORS, redis.exceptions.RedisError)
 
 T = TypeVar("T")
 
@@ -116,10 +120,11 @@ class Op(Generic[T]):
 class ScriptSet:
     """The engine's scripts registered on one client (sync or asyncio)."""
 
-    def __init__(self, client: redis.Redis | redis.asyncio.Redis) -> None:
+    def __init__(self, client: Any) -> None:
         self.client = client
         self.sources = {name: lua_source(name) for name in SCRIPT_NAMES}
-        self.scripts = {name: client.register_script(src) for name, src in self.sources.items()}
+        #: redis-py script objects (``Script`` on a sync client, ``AsyncScript`` on an asyncio one).
+        self.scripts: dict[str, Any] = {name: client.register_script(src) for name, src in self.sources.items()}
 
     def sha(self, name: str) -> str:
         return str(self.scripts[name].sha)
@@ -137,7 +142,7 @@ def _queue_call(pipe: Any, scripts: ScriptSet, call: Call) -> None:
         pipe.execute_command(*call.args)
 
 
-def run_calls(client: redis.Redis, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
+def run_calls(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
     """Send ``calls`` in one round trip on a sync client; replies in order.
 
     On Redis Cluster (whose pipelines refuse EVALSHA) the calls go one after
@@ -169,7 +174,7 @@ def run_calls(client: redis.Redis, scripts: ScriptSet, calls: Sequence[Call]) ->
     return replies
 
 
-async def run_calls_async(client: redis.asyncio.Redis, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
+async def run_calls_async(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
     """Send ``calls`` in one round trip on an asyncio client; replies in order (Cluster: one by one)."""
     if len(calls) != 1 and is_cluster(client):
         return [(await run_calls_async(client, scripts, [c]))[0] for c in calls]
@@ -208,7 +213,7 @@ def redis_errors(where: str) -> Iterator[None]:
         raise EngineError(f"Redis error ({where}): {e}") from e
 
 
-def run_op(client: redis.Redis, scripts: ScriptSet, op: Op[T], where: str) -> T:
+def run_op(client: Any, scripts: ScriptSet, op: Op[T], where: str) -> T:
     """Run an :class:`Op` (and its continuations) on a sync client."""
     with redis_errors(where):
         while True:
@@ -218,7 +223,7 @@ def run_op(client: redis.Redis, scripts: ScriptSet, op: Op[T], where: str) -> T:
             op = result
 
 
-async def run_op_async(client: redis.asyncio.Redis, scripts: ScriptSet, op: Op[T], where: str) -> T:
+async def run_op_async(client: Any, scripts: ScriptSet, op: Op[T], where: str) -> T:
     """Run an :class:`Op` (and its continuations) on an asyncio client."""
     with redis_errors(where):
         while True:

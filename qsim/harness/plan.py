@@ -58,7 +58,7 @@ class PlannedJob:
 def job_options(job: JobType) -> dict[str, Any]:
     """The engine's add options for a job of this type (JSON-able; backoff as a list)."""
     b = job.backoff
-    backoff = [b.kind, b.delay, b.max, b.jitter] if job.attempts > 1 else None
+    backoff = [b.kind, b.delay, b.cap, b.jitter] if job.attempts > 1 else None
     return {"priority": job.priority, "attempts": job.attempts, "backoff": backoff, "timeout": job.timeout}
 
 
@@ -67,9 +67,8 @@ def engine_options(options: dict[str, Any], job_id: str) -> dict[str, Any]:
     b = options["backoff"]
     backoff = None
     if b is not None:
-        kind, delay, cap, jitter = b
-        backoff = Backoff.fixed(delay, jitter=jitter) if kind == "fixed" else Backoff.exponential(
-            delay, max=cap, jitter=jitter)
+        kind, delay, cap, jitter = b  # the scenario's rule (BackoffSpec.cap): the same delays as the model's
+        backoff = Backoff(str(kind), float(delay), None if cap is None else float(cap), float(jitter))
     return {**options, "backoff": backoff, "job_id": job_id}
 
 

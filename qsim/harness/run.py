@@ -38,7 +38,7 @@ from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.safety import display_url
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
-from qsim.summary import summarize
+from qsim.summary import Summary, summarize
 
 __all__ = ["EngineResult", "run_scenario", "check_supported"]
 
@@ -55,7 +55,7 @@ class EngineResult:
     """What one engine run measured."""
 
     records: Records
-    summary: dict[str, Any]
+    summary: Summary
     timeseries: pd.DataFrame
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     prefix: str = ""  # the run's key prefix (its keys are left in Redis with keep=True)

@@ -38,20 +38,14 @@ __all__ = ["backoff_delay", "Retries"]
 def backoff_delay(spec: BackoffSpec, failed: int, u: float) -> float:
     """Seconds before the retry after the ``failed``-th failed attempt (1-based).
 
-    The engine's rule (:meth:`qsim.engine.Backoff.delay_for`, with the options
-    the harness gives it): ``fixed``: ``delay`` (no cap); ``exponential``:
-    ``delay * 2**(failed - 1)`` capped at ``max``; with ``jitter`` the delay is
-    multiplied by ``1 - jitter * u`` (uniform in ``[d (1 - jitter), d]``), ``u``
-    uniform in [0, 1). Whole milliseconds, rounded down, as the engine stores it.
+    The engine's rule, computed by the same function (:mod:`qsim.backoff`, via
+    :meth:`BackoffSpec.delay_ms`, which gives the engine's Backoff the harness
+    makes): ``fixed``: ``delay``; ``exponential``: ``delay * 2**(failed - 1)``
+    capped at ``max``; with ``jitter`` the delay is multiplied by
+    ``1 - jitter * u`` (uniform in ``[d (1 - jitter), d]``), ``u`` uniform in
+    [0, 1). Whole milliseconds, rounded down, as the engine stores it.
     """
-    n = max(1, int(failed))
-    if spec.kind == "fixed":
-        d = spec.delay
-    else:
-        d = min(spec.delay * 2.0 ** min(n - 1, 60), spec.max)
-    if spec.jitter:
-        d *= 1.0 - spec.jitter * u
-    return int(d * 1000) / 1000
+    return spec.delay_ms(failed, u) / 1000
 
 
 class Retries:

@@ -143,9 +143,10 @@ def test_two_workers_have_separate_registries(redis_url: str) -> None:
 
     wa, wb = Worker("a", noop, redis=redis_url), Worker("b", noop, redis=redis_url)
     a, b = WorkerMetrics(wa, queue_stats=False), WorkerMetrics(wb, queue_stats=False)
-    job = Job("1", "t", None, 1, "a", 1, 0.0, None, "tok", wa)
+    job = Job("1", "t", None, 1, "a", 1, 0.0, None, "tok")
     job.wait = 0.02
-    asyncio.run(wa.handler(job))
+    a.before_attempt(job)  # the worker's attempt hooks (qsim.engine.hooks), as around a handler
+    a.after_attempt(job, 0.001, None)
     wa._emitter.emit("completed", job, None)
     assert a.registry.get_sample_value("qsim_jobs_completed_total", {"queue": "a", "job": "t"}) == 1
     assert a.registry.get_sample_value("qsim_job_wait_seconds_bucket", {"queue": "a", "job": "t", "le": "0.01"}) == 0
@@ -190,9 +191,10 @@ def test_grafana_dashboard_charts_only_metrics_the_worker_exports(redis_url: str
 
     w = Worker("orders", noop, redis=redis_url)
     m = WorkerMetrics(w)
-    job = Job("1", "t", None, 1, "orders", 1, 0.0, None, "tok", w)
+    job = Job("1", "t", None, 1, "orders", 1, 0.0, None, "tok")
     job.wait = 0.1
-    asyncio.run(w.handler(job))
+    m.before_attempt(job)
+    m.after_attempt(job, 0.001, None)
     exported = {s.name for fam in m.registry.collect() for s in fam.samples}
     m.close()
     dash = json.loads((ROOT / "benchmarks" / "grafana-dashboard.json").read_text())

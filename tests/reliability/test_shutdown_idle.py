@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import qsim.engine.worker as worker_mod
+import qsim.engine.pipeline as pipeline_mod  # the fetch/ack pipeline sends the batches
 from qsim.engine import AsyncQueue, Job, Worker
 from qsim.engine import protocol as P
 from qsim.engine.scripts import Call
@@ -35,7 +35,7 @@ def test_a_stop_while_a_fetch_is_in_flight_hands_the_fetched_job_back(
                    handle_signals=stop == "sigterm")
         closing: list[asyncio.Future[int]] = []
         armed = [False]
-        real = worker_mod.run_calls_async
+        real = pipeline_mod.run_calls_async
 
         async def stop_during_fetch(client: Any, scripts: Any, calls: Sequence[Call]) -> list[Any]:
             replies = await real(client, scripts, calls)
@@ -50,7 +50,7 @@ def test_a_stop_while_a_fetch_is_in_flight_hands_the_fetched_job_back(
                 await asyncio.sleep(0.05)
             return replies
 
-        monkeypatch.setattr(worker_mod, "run_calls_async", stop_during_fetch)
+        monkeypatch.setattr(pipeline_mod, "run_calls_async", stop_during_fetch)
         # Given an idle worker, blocked on Redis
         task = asyncio.ensure_future(w.run())
         await asyncio.sleep(0.3)

@@ -1,0 +1,358 @@
+"""The worker's fetch/ack pipeline: one round trip per batch, several batches in flight.
+
+Every pass of :meth:`Pipeline.run` builds a :class:`Batch`: the completions,
+failures and hand-backs waiting in the outbox, a promotion of due delayed
+jobs (at most every 50 ms while busy) and a fetch of up to "free slots"
+jobs, and sends it in one pipeline (one round trip). While a batch is in
+flight the next one gathers, so acknowledgements are batched by themselves.
+Each part of a batch carries the function that reads its replies (an
+:class:`~qsim.engine.scripts.Op`), so a batch's replies are read part by
+part whatever parts it has. When there is nothing to send and no job can be
+fetched, the pipeline blocks on the queues' marker lists (BLPOP) until
+``add`` (or a retry, a promotion, a stalled-job recovery) pushes to one:
+no sleep-polling; when every queue with work waits for its rate limit it
+waits exactly the delay the fetch returned.
+
+Several queues: one ``fetch`` script call chooses among them by ``policy``
+(``priority`` / ``ordered`` / ``wrr``) and honours each queue's concurrency
+limit, rate limit and aging (:mod:`qsim.engine.limiter`); the smooth-WRR
+state lives in Redis (a hash per worker, updated by the same script, so
+pipelined fetches share it).
+
+Redis errors: a batch that could not be sent goes back to the outbox and is
+sent again after a backoff (50 ms doubling up to 5 s); once the worker
+stopped, it gives up after 10 s (stalled-job recovery puts the jobs back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+import redis
+
+from qsim.engine.context import JobContext
+from qsim.engine.events import Emitter
+from qsim.engine.executor import Executor
+from qsim.engine.failures import AttemptTimeout
+from qsim.engine.job import Job
+from qsim.engine.keys import QueueKeys
+from qsim.engine.outbox import Ack, Failure, Outbox, Release
+from qsim.engine.protocol import (
+    complete_call,
+    fail_call,
+    fetch_multi_call,
+    parse_fetch_status,
+    promote_call,
+    release_call,
+)
+from qsim.engine.scripts import REDIS_ERRORS, Call, Op, run_calls_async
+from qsim.engine.settings import WorkerSettings
+
+__all__ = ["Pipeline", "Batch", "by_queue"]
+
+logger = logging.getLogger(__name__)
+
+_PROMOTE_EVERY = 0.05
+_MAX_RECONNECT_DELAY = 5.0
+_FINAL_FLUSH_TIMEOUT = 10.0
+
+T = TypeVar("T")
+
+
+def by_queue(keys: Sequence[QueueKeys], items: Sequence[T],
+             job: Callable[[T], Job]) -> list[tuple[QueueKeys, list[T]]]:
+    """``items`` split by the queue of ``job(item)``, in the order of ``keys`` (the worker's queues)."""
+    if not items:
+        return []
+    if len(keys) == 1:
+        return [(keys[0], list(items))]
+    by: dict[str, list[T]] = {}
+    for it in items:
+        by.setdefault(job(it).queue, []).append(it)
+    return [(k, by[k.queue]) for k in keys if k.queue in by]
+
+
+def _job_of(item: tuple[Job, *tuple[Any, ...]]) -> Job:
+    """The job of an outbox entry (its first item)."""
+    return item[0]
+
+
+class Batch:
+    """The calls of one round trip, in parts that each read their own replies.
+
+    ``acks``, ``fails`` and ``releases`` are the outbox entries the batch
+    carries (put back when it cannot be sent); ``fetching`` is how many jobs
+    its fetch asks for.
+    """
+
+    __slots__ = ("parts", "acks", "fails", "releases", "fetching")
+
+    def __init__(self, acks: list[Ack], fails: list[Failure], releases: list[Release]) -> None:
+        self.parts: list[Op[Any]] = []
+        self.acks, self.fails, self.releases = acks, fails, releases
+        self.fetching = 0
+
+    def add(self, calls: list[Call], on_replies: Callable[[list[Any]], Any]) -> None:
+        """Add ``calls``; ``on_replies`` gets their replies, in order, once the batch is back."""
+        self.parts.append(Op(calls, on_replies))
+
+    def calls(self) -> list[Call]:
+        return [c for part in self.parts for c in part.calls]
+
+    def dispatch(self, replies: list[Any]) -> None:
+        """Hand each part its replies; a part whose reader fails is logged, the others still read theirs."""
+        i = 0
+        for part in self.parts:
+            n = len(part.calls)
+            try:
+                part.parse(replies[i:i + n])
+            except Exception:  # noqa: BLE001 - a bug here must not silently stop the worker
+                logger.exception("unexpected error reading the replies of %s", [c.script for c in part.calls])
+            i += n
+
+    @property
+    def results(self) -> int:
+        """How many results (completions, failures, hand-backs) the batch carries."""
+        return len(self.acks) + len(self.fails) + len(self.releases)
+
+
+class Pipeline:
+    """Sends the outbox and fetches jobs for the executor, a batch per round trip.
+
+    Args:
+        settings: The worker's settings.
+        context: Client and scripts (the worker's run context).
+        executor: Starts the fetched jobs.
+        outbox: The results to send.
+        events: Outcome events (completed, failed, retrying, dead, lock_lost).
+        processed: Initial value of :attr:`processed`.
+    """
+
+    def __init__(self, settings: WorkerSettings, context: JobContext, executor: Executor, outbox: Outbox,
+                 events: Emitter, processed: int = 0) -> None:
+        self.settings = settings
+        self.client = context.client
+        self.scripts = context.scripts
+        self.executor = executor
+        self.outbox = outbox
+        self.events = events
+        #: Jobs whose completion or failure Redis acknowledged (or refused).
+        self.processed = processed
+        #: Set by the worker once it stopped: send what is left, then return.
+        self.stopped = False
+        #: Set when the results left could not be sent after the worker stopped.
+        self.gave_up = False
+        self._inflight = 0
+        self._reserved = 0
+        self._ticks: set[asyncio.Future[None]] = set()
+        self._blpop: asyncio.Future[None] | None = None
+        self._maybe_ready = True
+        self._next_promote = 0.0
+        self._next_due = 0.0  # loop time the next delayed job is due (inf: none)
+        self._fetch_seq = 0
+        # Lock tokens are "<worker id>:<random>:<fetch>:<k>": the random part differs per run, so replicas or
+        # restarts sharing a fixed worker_id never repeat a token (a stale completion is refused, rate-limit
+        # window entries, keyed by token, never merge).
+        self._token_base = f"{settings.id}:{secrets.token_hex(4)}"
+        self._retry_at = 0.0
+        self._delay = 0.05
+        self._flush_deadline: float | None = None
+        self._rate_until = 0.0  # loop time a rate-limited queue may start a job again
+        self._rate_held: set[int] = set()  # (0-based) queues held back by their rate limit until then
+
+    # -- the loop ---------------------------------------------------------------
+    async def run(self) -> None:
+        """Send and fetch until :attr:`stopped` and everything is sent (or :attr:`gave_up`)."""
+        loop = asyncio.get_running_loop()
+        s, ex, out = self.settings, self.executor, self.outbox
+        capacity = s.concurrency + s.prefetch
+        queues = len(s.keys)
+        while True:
+            slots = 0 if ex.closing else capacity - len(ex.active) - self._reserved
+            pending = bool(out.acks or out.fails or out.releases)
+            if self.stopped and not pending and not self._inflight:
+                return
+            if self.gave_up:
+                return
+            now = loop.time()
+            if now < self._retry_at:
+                await asyncio.sleep(self._retry_at - now)
+                continue
+            promote = slots > 0 and now >= self._next_promote
+            fetch = slots > 0 and (self._maybe_ready or promote)
+            if fetch and now < self._rate_until and len(self._rate_held) == queues:
+                fetch = False  # every queue with work waits for its rate limit: block until it may start
+            if self._inflight >= s.max_inflight or not (pending or fetch):
+                if slots > 0 and self._blpop is None and not self._inflight:
+                    wait = min(s.block_timeout, self._next_due - now)
+                    if now < self._rate_until:
+                        wait = min(wait, self._rate_until - now)
+                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait)))
+                out.wake.clear()
+                await out.wake.wait()
+                continue
+            batch = self._batch(now, min(slots, s.batch_size) if fetch else 0, promote)
+            self._inflight += 1
+            tick = asyncio.ensure_future(self._send(batch))
+            self._ticks.add(tick)
+            tick.add_done_callback(self._ticks.discard)
+
+    def _batch(self, now: float, n: int, promote: bool) -> Batch:
+        """The next batch: results from the outbox, then a promotion, then a fetch of ``n`` jobs."""
+        s = self.settings
+        keys, maxlen = s.keys, s.events_maxlen
+        acks, fails, rels = self.outbox.take(s.batch_size)
+        batch = Batch(acks, fails, rels)
+        for k, done in by_queue(keys, acks, _job_of):
+            items = [(j.id, j.token, rv) for j, rv, _ in done]
+            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items)], partial(self._completed, done))
+        for k, failed in by_queue(keys, fails, _job_of):
+            items = [(j.id, j.token, e, tb, d, "timeout" if isinstance(x, AttemptTimeout) else "failed")
+                     for j, e, tb, d, x in failed]
+            batch.add([fail_call(k, maxlen, items)], partial(self._failed, failed))
+        for k, back in by_queue(keys, rels, _job_of):
+            batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
+                      partial(self._released, k))
+        if promote:
+            batch.add([promote_call(k, maxlen=maxlen) for k in keys], self._promoted)
+            self._next_promote = now + _PROMOTE_EVERY
+        if n:
+            self._fetch_seq += 1
+            batch.add([fetch_multi_call(keys, n, s.lock_ms, s.id, f"{self._token_base}:{self._fetch_seq}", s.policy,
+                                        s.weight_list)], partial(self._fetched, n))
+            batch.fetching = n
+            self._reserved += n
+        return batch
+
+    async def _send(self, batch: Batch) -> None:
+        """Send one batch (one round trip) and hand each part its replies."""
+        loop = asyncio.get_running_loop()
+        try:
+            try:
+                replies = await run_calls_async(self.client, self.scripts, batch.calls())
+            except redis.exceptions.ResponseError as e:
+                # Not a connection problem: resending the same batch would fail again. Drop it; the
+                # jobs' locks expire and stalled-job recovery puts them back (at-least-once).
+                logger.error("Redis refused a batch of %s results (%s); their jobs will be recovered as stalled",
+                             batch.results, e)
+                return
+            except REDIS_ERRORS as e:
+                self.outbox.put_back(batch.acks, batch.fails, batch.releases)
+                if self.stopped:
+                    self._flush_deadline = self._flush_deadline or loop.time() + _FINAL_FLUSH_TIMEOUT
+                    if loop.time() > self._flush_deadline:
+                        logger.error("giving up flushing %s results to Redis: %s (stalled-job recovery will put "
+                                     "their jobs back)", len(self.outbox), e)
+                        self.gave_up = True
+                        return
+                logger.warning("Redis error in worker %s: %s; retrying in %.2f s", self.settings.id, e, self._delay)
+                self._retry_at = loop.time() + self._delay
+                self._delay = min(self._delay * 2, _MAX_RECONNECT_DELAY)
+                return
+            if self._delay > 0.05:
+                logger.info("worker %s reconnected to Redis", self.settings.id)
+            self._delay = 0.05
+            batch.dispatch(replies)
+        except Exception:  # noqa: BLE001 - a bug here must not silently stop the worker
+            logger.exception("worker %s: unexpected error handling a batch", self.settings.id)
+        finally:
+            self._reserved -= batch.fetching
+            self._inflight -= 1
+            self.outbox.wake.set()
+
+    async def _block(self, timeout: float) -> None:
+        """Wait for a push to the markers of the queues not held back by their rate limit."""
+        held = self._rate_held if asyncio.get_running_loop().time() < self._rate_until else set()
+        markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
+        try:
+            if markers:
+                await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
+            else:  # every queue waits for its rate limit: nothing to block on until then
+                await asyncio.sleep(timeout)
+        except asyncio.CancelledError:
+            raise
+        except REDIS_ERRORS as e:
+            logger.debug("BLPOP failed: %s", e)
+            await asyncio.sleep(0.1)
+        finally:
+            self._blpop = None
+        self._maybe_ready = True
+        self._next_promote = 0.0
+        self.outbox.wake.set()
+
+    # -- replies ------------------------------------------------------------------
+    def _completed(self, acks: list[Ack], replies: list[Any]) -> None:
+        events = self.events
+        emit = events.callbacks.get("completed")
+        self.processed += len(acks)
+        for (job, _, result), code in zip(acks, replies[0]):
+            if code == 1:
+                if emit:
+                    events.emit("completed", job, result)
+            elif code < 0:
+                self._lost(job, "completion", code)
+
+    def _failed(self, fails: list[Failure], replies: list[Any]) -> None:
+        events = self.events
+        self.processed += len(fails)
+        for (job, err, _, _, exc), code in zip(fails, replies[0]):
+            if code > 0:
+                events.emit("failed", job, exc)
+                if code == 3:
+                    logger.error("job %s (%s) moved to the dead-letter queue: %s", job.id, job.name, err)
+                    events.emit("dead", job, exc)
+                else:
+                    events.emit("retrying", job, exc)
+            elif code < 0:
+                self._lost(job, "failure", code)
+
+    def _released(self, k: QueueKeys, replies: list[Any]) -> None:
+        logger.info("handed %s cut-off jobs back to queue %s", replies[0], k.queue)
+
+    def _promoted(self, replies: list[Any]) -> None:
+        due = [x for x in map(int, replies) if x >= 0]  # ms until each queue's next delayed job (-1: none)
+        self._next_due = asyncio.get_running_loop().time() + min(due) / 1000.0 if due else float("inf")
+        self._next_promote = min(self._next_promote, self._next_due)
+
+    def _fetched(self, n: int, replies: list[Any]) -> None:
+        got, wait_ms, held = parse_fetch_status(replies[0])
+        self._maybe_ready = len(got) >= n
+        if wait_ms >= 0:
+            self._rate_until = asyncio.get_running_loop().time() + wait_ms / 1000.0
+            self._rate_held = {h - 1 for h in held}
+        else:
+            self._rate_until, self._rate_held = 0.0, set()
+        if got and self.executor.closing:
+            logger.info("worker %s is stopping: handing %s just-fetched jobs back", self.settings.id, len(got))
+            self.executor.hand_back(got)
+        elif got:
+            self.executor.start(got)
+
+    def _lost(self, job: Job, what: str, code: int = -1) -> None:
+        job.lock_lost = True
+        if code == -3:
+            logger.error("job %s: %s refused, its key holds another type than a hash: moved to the DLQ "
+                         "(and the queue's corrupt set)", job.id, what)
+        else:
+            logger.warning("job %s: %s refused, this worker no longer holds its lock (it stalled or was "
+                           "recovered elsewhere)", job.id, what)
+        self.events.emit("lock_lost", job)
+
+    # -- stopping -------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Stop waiting for work (the worker is stopping): cancel the BLPOP, wake the loop."""
+        if self._blpop is not None:
+            self._blpop.cancel()
+        self.outbox.wake.set()
+
+    async def aclose(self) -> None:
+        """Cancel what is still in flight (batches, the BLPOP) and wait for it to end."""
+        rest = [*self._ticks, *([self._blpop] if self._blpop is not None else [])]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)

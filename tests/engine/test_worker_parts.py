@@ -1,0 +1,121 @@
+"""The worker's seams through a real worker: attempt hooks, the job's context, the handler left alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from engine_helpers import run_worker_until
+from qsim.engine import EXIT_DRAINED, AsyncQueue, Job, JobContext, Worker
+from qsim.engine.context import RunContext
+from qsim.engine.metrics import WorkerMetrics
+from qsim.errors import UnrecoverableError
+
+pytestmark = pytest.mark.redis
+
+FAST = {"lock_duration": 1.0, "stalled_interval": 0.5, "handle_signals": False}
+
+
+class Recorder:
+    """An attempt hook that notes what it saw."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def before_attempt(self, job: Job) -> None:
+        self.calls.append(("before", job.id, job.wait is not None))
+
+    def after_attempt(self, job: Job, seconds: float, error: BaseException | None) -> None:
+        assert seconds >= 0
+        self.calls.append(("after", job.id, None if error is None else type(error).__name__))
+
+
+class Broken:
+    def before_attempt(self, job: Job) -> None:
+        raise RuntimeError("hook bug")
+
+    def after_attempt(self, job: Job, seconds: float, error: BaseException | None) -> None:
+        raise RuntimeError("hook bug")
+
+
+def done(q: AsyncQueue, n: int, state: str) -> Any:
+    async def cond() -> bool:
+        return (await q.counts())[state] >= n
+
+    return cond
+
+
+def test_hooks_run_around_every_attempt_however_it_ends(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("ok", None, job_id="ok")
+        await q.add("boom", None, job_id="boom")
+        await q.add("slow", None, job_id="slow", timeout=0.05)
+
+        async def handler(job: Job) -> str:
+            if job.name == "boom":
+                raise UnrecoverableError("no")
+            if job.name == "slow":
+                await asyncio.sleep(5)
+            return "fine"
+
+        # Given a worker with a recording hook and a broken one
+        rec = Recorder()
+        w = Worker("q", handler, redis=redis_url, concurrency=1, **FAST)
+        w.add_hook(Broken())
+        w.add_hook(rec)
+        # When it runs one job that completes, one that fails and one that times out
+        assert await run_worker_until(w, done(q, 2, "dead")) == EXIT_DRAINED
+        # Then each attempt saw before (a first attempt: wait known) and after (its error), in order
+        by_job = {jid: [c for c in rec.calls if c[1] == jid] for jid in ("ok", "boom", "slow")}
+        assert by_job["ok"] == [("before", "ok", True), ("after", "ok", None)]
+        assert by_job["boom"] == [("before", "boom", True), ("after", "boom", "UnrecoverableError")]
+        assert by_job["slow"] == [("before", "slow", True), ("after", "slow", "TimeoutError")]
+        # and the broken hook changed no outcome
+        assert (await q.get_job("ok")).state == "completed"
+        assert "timed out" in ((await q.get_job("slow")).error or "")
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_a_job_gets_a_context_not_the_worker_and_metrics_leave_the_handler_alone(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("ctx", redis=redis_url)
+        await q.add("t", {"n": 1})
+        seen: list[Any] = []
+
+        async def handler(job: Job) -> int:
+            ctx = job.context
+            seen.append(ctx)
+            await job.progress({"half": True})
+            assert ctx.keys(job.queue) == q.keys
+            return int(job.data["n"])
+
+        w = Worker("ctx", handler, redis=redis_url, **FAST)
+        metrics = WorkerMetrics(w, queue_stats=False)
+        assert w.handler is handler  # metrics time attempts with a hook, not by wrapping the handler
+        progress: list[Any] = []
+        w.on("progress", lambda job, value: progress.append(value))
+        assert await run_worker_until(w, done(q, 1, "completed")) == EXIT_DRAINED
+        # Given the handler's job, Then its context is the worker's run context (a JobContext), not the worker
+        (ctx,) = seen
+        assert isinstance(ctx, RunContext) and not isinstance(ctx, Worker)
+        typed: JobContext = ctx  # (mypy checks that RunContext is a JobContext)
+        assert typed.limits.max_payload == w.settings.max_payload
+        assert progress == [{"half": True}]
+        assert metrics.registry.get_sample_value("qsim_job_duration_seconds_count", {"queue": "ctx", "job": "t"}) == 1
+        assert w.processed == 1
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_a_job_without_a_worker_says_so() -> None:
+    job = Job("1", "t", None, 1, "q", 1, 0.0, None, "tok")
+    with pytest.raises(RuntimeError, match="needs a job run by a Worker"):
+        asyncio.run(job.progress(1))
+    with pytest.raises(RuntimeError, match="needs a job run by a Worker"):
+        asyncio.run(job.children_values())
