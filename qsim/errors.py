@@ -8,6 +8,7 @@ Every error qsim raises on purpose derives from :class:`QsimError`::
     ├── TheoryNotApplicable (also ValueError)  no closed form fits the scenario
     ├── PayloadError (also ValueError)     a job payload is not JSON or is too large
     ├── CalibrationError (also ValueError)  measured jobs cannot be calibrated (qsim.calibrate)
+    ├── ToleranceError (also ValueError)   a `qsim compare --check` tolerance file is invalid
     ├── EngineError                        the engine could not do what was asked
     │   ├── JobNotFound (also KeyError)    no job with that id
     │   ├── LockLost                       the worker no longer holds a job's lock
@@ -30,6 +31,7 @@ __all__ = [
     "TheoryNotApplicable",
     "PayloadError",
     "CalibrationError",
+    "ToleranceError",
     "EngineError",
     "JobNotFound",
     "LockLost",
@@ -70,6 +72,11 @@ class CalibrationError(QsimError, ValueError):
     """Raised when measured jobs cannot be calibrated: an empty window, a queue
     that does not exist, a Redis not in the expected layout, too few jobs of a
     type, a bad CSV. The message names what is missing."""
+
+
+class ToleranceError(QsimError, ValueError):
+    """Raised when a ``qsim compare --check --tolerance`` file is invalid; the message names the file
+    and the key, e.g. ``tol.toml: ["wait.p95"].rel must be a number >= 0, got -1``."""
 
 
 class EngineError(QsimError):

@@ -9,8 +9,10 @@ A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
     shop.toml: jobs[1].service.cv must be >= 0, got -1
 
 Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
-qsim extends it with ``queues[].aging``, ``queues[].rate_limit.key`` and
-``jobs[].flow.on_child_failure``.
+qsim extends it with ``description`` (one line: what the scenario shows),
+``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``
+and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
+e.g. the tenant a keyed rate limit reads).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class JobType:
     timeout: float = 0.0
     fan_out: FanOut | None = None
     flow: Flow | None = None
+    data: Mapping[str, Any] | None = None  # JSON fields every job of this type carries (e.g. its tenant)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +170,7 @@ class EngineSettings:
     max_stalled: int = 1
     fetch_overhead: float = 0.0
     ack_overhead: float = 0.0
+    start_delay: float = 0.0  # model only: from a `start` event until its processes take work (their start-up)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +182,7 @@ class Scenario:
     queues: tuple[QueueSpec, ...]
     jobs: tuple[JobType, ...]
     pools: tuple[PoolSpec, ...]
+    description: str | None = None  # one line: what the scenario shows (`qsim scenarios` lists it)
     seed: int = 0
     warmup: float = 0.0
     events: tuple[EventSpec, ...] = ()
@@ -387,13 +392,13 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-_TOP_KEYS = ("name", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "engine")
+_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "engine")
 _QUEUE_KEYS = ("name", "rate_limit", "concurrency_limit", "aging")
 _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "poison_prob", "attempts",
-             "backoff", "timeout", "fan_out", "flow")
+             "backoff", "timeout", "fan_out", "flow", "data")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
-_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead")
+_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay")
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
 _ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size"), "trace": ("path",)}
@@ -410,6 +415,7 @@ def _parse_scenario(raw: Mapping[str, Any], where: _Where, source: Path | None) 
     engine_table = top.table("engine", _ENGINE_KEYS)
     return Scenario(
         name=top.string("name", required=True),
+        description=top.string("description") if top.has("description") else None,
         seed=top.integer("seed", 0, low=0),
         duration=duration,
         warmup=warmup,
@@ -463,7 +469,42 @@ def _parse_job(t: _Table) -> JobType:
         fan_out=FanOut(job=fan_out.string("job", required=True), count=fan_out.integer("count", required=True, low=1))
         if fan_out else None,
         flow=_parse_flow(flow) if flow else None,
+        data=_parse_data(t) if t.has("data") else None,
     )
+
+
+#: Payload fields the engine harness's synthetic handler reads (its plan): ``jobs[].data`` may not use them.
+RESERVED_DATA = ("s", "x", "fan")
+
+
+def _parse_data(t: _Table) -> dict[str, Any]:
+    """``jobs[].data``: a table of JSON values (no null: TOML has none), merged into every payload."""
+    raw = t.raw["data"]
+    key = t.key("data")
+    if not isinstance(raw, Mapping):
+        raise t.where.error(key, f"must be a table of JSON values, got {_show(raw)}")
+    for name in raw:
+        if name in RESERVED_DATA:
+            raise t.where.error(f"{key}.{name}", f"is reserved for the harness's planned payload "
+                                                 f"({', '.join(RESERVED_DATA)}): choose another field name")
+    return cast(dict[str, Any], _json_value(raw, key, t.where, 0))
+
+
+def _json_value(value: Any, key: str, where: _Where, depth: int) -> Any:
+    if depth > 32:
+        raise where.error(key, "nests too deeply (at most 32 levels)")
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v, f"{key}.{k if _BARE_KEY.fullmatch(str(k)) else json.dumps(str(k))}", where,
+                                    depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, f"{key}[{i}]", where, depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise where.error(key, f"must be a finite number, got {_show(value)}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63 - 1:
+        raise where.error(key, f"is too large, got {_show(value)}")
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    raise where.error(key, f"must be a JSON value (string, number, boolean, array or table), got {_show(value)}")
 
 
 def _parse_flow(t: _Table) -> Flow:
@@ -570,6 +611,7 @@ def _parse_engine(t: _Table) -> EngineSettings:
         max_stalled=t.integer("max_stalled", 1, low=0),
         fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
         ack_overhead=t.number("ack_overhead", 0.0, low=0),
+        start_delay=t.number("start_delay", 0.0, low=0),
     )
 
 

@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 
 FIELDS = ("name", "priority", "delay", "max_attempts", "backoff", "timeout", "enqueued_at", "started_at",
           "attempt_started", "finished_at", "state", "worker", "log")
-_RESULT = {"completed": "ok", "failed": "failed", "stalled": "stalled", "released": "cutoff"}
+_RESULT = {"completed": "ok", "failed": "failed", "timeout": "timeout", "stalled": "stalled", "released": "cutoff"}
 
 
 def _f(v: str | None) -> float:
@@ -194,7 +194,7 @@ def _measured(refs: list[tuple[int, str]], rows: list[list[str | None]], keysets
             if len(parts) == 4:
                 log.append((_f(parts[0]), _f(parts[1]), parts[2], parts[3]))
         jid_q = f"{keysets[qi].queue}:{jid}" if len(keysets) > 1 else jid
-        made = [e for e in log if e[2] in ("completed", "failed")]
+        made = [e for e in log if e[2] in ("completed", "failed", "timeout")]
         for n, (s, e, what, worker) in enumerate(log, 1):
             att["job_id"].append(jid_q)
             att["attempt"].append(n)
@@ -206,7 +206,7 @@ def _measured(refs: list[tuple[int, str]], rows: list[list[str | None]], keysets
         values = (jid_q, h["name"] or "", keysets[qi].queue, _i(h["priority"], 0), enq + max(0.0, _f(h["delay"]) if
                   math.isfinite(_f(h["delay"])) else 0.0), _f(h["started_at"]), _f(h["attempt_started"]),
                   _f(h["finished_at"]) if outcome != "unfinished" else math.nan, outcome, len(made),
-                  sum(e[2] == "failed" for e in made), _i(h["max_attempts"], 1), h["worker"] or "", kind, delay, cap,
+                  sum(e[2] != "completed" for e in made), _i(h["max_attempts"], 1), h["worker"] or "", kind, delay, cap,
                   jitter, max(0.0, _f(h["timeout"])) if math.isfinite(_f(h["timeout"])) else 0.0)
         for c, v in zip(cols, values, strict=True):
             cols[c].append(v)

@@ -4,8 +4,9 @@
 module                    subcommands
 ========================  =====================================================
 :mod:`qsim.cli.simulate`  ``simulate`` (the model), ``theory`` (closed forms)
+:mod:`qsim.cli.scenarios` ``scenarios`` (the built-in scenarios, one line each)
 :mod:`qsim.cli.plan`      ``plan`` (sweep the model against SLOs)
-:mod:`qsim.cli.run`       ``run`` (the engine), ``compare`` (model beside engine)
+:mod:`qsim.cli.run`       ``run`` (the engine), ``compare`` (model beside engine; ``--check``)
 :mod:`qsim.cli.calibrate` ``calibrate`` (a scenario from measured jobs; the overhead probe)
 :mod:`qsim.cli.advise`    ``advise`` (live capacity advice for a running queue)
 :mod:`qsim.cli.worker`    ``worker``, ``stats``, ``dlq``
@@ -23,14 +24,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from qsim.cli import advise, calibrate, plan, run, simulate, worker
+from qsim.cli import advise, calibrate, plan, run, scenarios, simulate, worker
 from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, err
-from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable
+from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable, ToleranceError
 
 __all__ = ["main", "build_parser"]
 
 #: Subcommand groups, in the order ``qsim --help`` lists them.
-COMMANDS = (simulate, plan, run, calibrate, advise, worker)
+COMMANDS = (simulate, scenarios, plan, run, calibrate, advise, worker)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
-    except (ScenarioError, TheoryNotApplicable) as e:
+    except (ScenarioError, TheoryNotApplicable, ToleranceError) as e:
         err(args.command, str(e))
         return EXIT_BAD_INPUT
     except QsimError as e:

@@ -11,7 +11,7 @@ from qsim.cli.common import finite, fmt
 from qsim.records import Records
 from qsim.scenario import Scenario
 
-__all__ = ["format_summary", "format_theory", "format_comparison", "write_outputs"]
+__all__ = ["format_summary", "format_theory", "format_comparison", "format_check", "write_outputs"]
 
 
 def format_summary(summary: Mapping[str, Any]) -> str:
@@ -67,6 +67,26 @@ def format_comparison(doc: dict[str, Any]) -> str:
         lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
     lost = doc["engine"]["jobs"]["lost"]
     lines.append(f"\nengine lost {lost} job(s)" if lost else "\nengine lost no job")
+    return "\n".join(lines)
+
+
+def format_check(doc: Mapping[str, Any]) -> str:
+    """The verdict table of ``qsim compare --check`` (its ``check`` document) and a last line saying which failed."""
+    from qsim.analysis.check import Tolerance, unit_of
+
+    lines = [f"{'quantity':<24}{'model':>11}{'engine':>11}{'ratio':>8}  {'tolerance':<16}verdict"]
+    for q in doc["quantities"]:
+        tol_text = "-" if q["verdict"] == "skip" else Tolerance(q["rel"], q["abs"]).describe(unit_of(q["quantity"]))
+        ratio = "-" if q["ratio"] is None else f"{q['ratio']:.3f}"
+        note = f"  {q['note']}" if q["note"] else ""
+        lines.append(f"{q['quantity']:<24}{fmt(q['model']):>11}{fmt(q['engine']):>11}{ratio:>8}  "
+                     f"{tol_text:<16}{q['verdict']:<8}{note}".rstrip())
+    checked = [q for q in doc["quantities"] if q["verdict"] != "skip"]
+    if doc["passed"]:
+        lines.append(f"\ncheck passed: {len(checked)} of {len(checked)} quantities within tolerance")
+    else:
+        lines.append(f"\ncheck FAILED: {len(doc['failed'])} of {len(checked)} out of tolerance: "
+                     + ", ".join(doc["failed"]))
     return "\n".join(lines)
 
 

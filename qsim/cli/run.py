@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_float, nonneg_int, pos_int, print_json
-from qsim.cli.output import format_comparison, format_summary, write_outputs
+from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, load_scenario, nonneg_float, nonneg_int, pos_int,
+                              print_json)
+from qsim.cli.output import format_check, format_comparison, format_summary, write_outputs
 
 __all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
 
@@ -67,12 +68,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Run the model and the engine on one scenario and print both with their ratios."""
+    """Run the model and the engine on one scenario and print both with their ratios; with
+    ``--check``, the verdict per quantity, and exit 1 when one is out of tolerance."""
+    from qsim.analysis.check import check, check_document, load_tolerances, quantities_of
     from qsim.analysis.compare import compare
     from qsim.harness.run import check_supported
 
     scenario = load_scenario(args.scenario)
     check_supported(scenario)
+    checking = args.check or args.tolerance is not None
+    # a bad tolerance file is refused (exit 2) before anything runs
+    tolerances = load_tolerances(args.tolerance, quantities_of(scenario)) if args.tolerance is not None else None
     with redis_for(args) as url:
         progress = Progress(f"compare {scenario.name} (model, then the engine)")
         try:
@@ -80,11 +86,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
                           progress=progress, keep=args.keep)
         finally:
             progress.close()
+    if checking:
+        doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario))
     if args.json:
         print_json(doc)
     else:
         print(format_comparison(doc))
-    return EXIT_OK
+        if checking:
+            print()
+            print(format_check(doc["check"]))
+    return EXIT_FAILURE if checking and not doc["check"]["passed"] else EXIT_OK
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -112,8 +123,17 @@ def register(sub: Any) -> None:
     _common(p)
     p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("compare", help="model and engine side by side, with ratios",
+    p = sub.add_parser("compare", help="model and engine side by side, with ratios; --check: a verdict",
                        description="Simulate SCENARIO and run it on the engine; print both Summaries and "
-                                   "engine/model ratios.")
+                                   "engine/model ratios. With --check, a verdict per quantity (p50/p95 wait "
+                                   "and latency within 10%% or 20 ms, throughput within 3%%, dead, lost and "
+                                   "unfinished exact) and exit code 1 when one is out of tolerance.",
+                       epilog="Exit codes: 0 success (and, with --check, every quantity within tolerance), "
+                              "1 out of tolerance or another failure, 2 bad input.")
     _common(p)
+    p.add_argument("--check", action="store_true",
+                   help="print a verdict table and exit 1 when a quantity is out of tolerance")
+    p.add_argument("--tolerance", metavar="FILE",
+                   help="TOML file overriding the tolerances per quantity (implies --check): "
+                        "[\"wait.p95\"] rel = 0.15, abs = 0.05, check = true")
     p.set_defaults(func=cmd_compare)

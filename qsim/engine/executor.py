@@ -21,7 +21,7 @@ from typing import Any
 
 from qsim.engine.backoff import Backoff
 from qsim.engine.context import JobContext
-from qsim.engine.failures import corrupt_fields, describe
+from qsim.engine.failures import AttemptTimeout, corrupt_fields, describe
 from qsim.engine.hooks import AttemptHook
 from qsim.engine.job import Job
 from qsim.engine.outbox import Outbox
@@ -161,7 +161,7 @@ class Executor:
                 return await self.handler(job)
         except TimeoutError as e:
             if cm.expired():
-                raise TimeoutError(f"attempt timed out after {job.timeout:g} s") from e
+                raise AttemptTimeout(f"attempt timed out after {job.timeout:g} s") from e
             raise
 
     async def _hooked(self, job: Job) -> Any:

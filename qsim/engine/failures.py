@@ -12,7 +12,12 @@ import traceback
 from qsim.engine.backoff import Backoff
 from qsim.engine.protocol import Fetched
 
-__all__ = ["describe", "corrupt_fields"]
+__all__ = ["describe", "corrupt_fields", "AttemptTimeout"]
+
+
+class AttemptTimeout(TimeoutError):
+    """Raised inside the worker when an attempt ran past its job's ``timeout``: the attempt is logged
+    ``timeout`` (not ``failed``); its error text reads ``TimeoutError: attempt timed out after ...``."""
 
 
 def corrupt_fields(f: Fetched) -> str:
@@ -42,4 +47,5 @@ def describe(e: BaseException) -> tuple[str, str]:
         tb = "".join(traceback.format_exception(e))
     except BaseException as x:  # noqa: BLE001
         tb = f"<the traceback could not be formatted: {type(x).__name__}>"
-    return f"{type(e).__name__}: {text}", tb
+    name = "TimeoutError" if isinstance(e, AttemptTimeout) else type(e).__name__
+    return f"{name}: {text}", tb

@@ -19,7 +19,7 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     progress        last progress (JSON)
     log             one "start,end,outcome,worker;" entry per attempt (the
                     latest 16 KB of entries are kept);
-                    outcome: completed | failed | stalled | released
+                    outcome: completed | failed | timeout | stalled | released
     rkey            the value of the queue's rate-limit key field in the
                     payload, as text (keyed queues only; read at add time)
 

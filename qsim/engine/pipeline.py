@@ -38,6 +38,7 @@ import redis
 from qsim.engine.context import JobContext
 from qsim.engine.events import Emitter
 from qsim.engine.executor import Executor
+from qsim.engine.failures import AttemptTimeout
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
 from qsim.engine.outbox import Ack, Failure, Outbox, Release
@@ -211,8 +212,9 @@ class Pipeline:
             items = [(j.id, j.token, rv) for j, rv, _ in done]
             batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items)], partial(self._completed, done))
         for k, failed in by_queue(keys, fails, _job_of):
-            batch.add([fail_call(k, maxlen, [(j.id, j.token, e, tb, d) for j, e, tb, d, _ in failed])],
-                      partial(self._failed, failed))
+            outcomes = [(j.id, j.token, e, tb, d, "timeout" if isinstance(x, AttemptTimeout) else "failed")
+                        for j, e, tb, d, x in failed]
+            batch.add([fail_call(k, maxlen, outcomes)], partial(self._failed, failed))
         for k, back in by_queue(keys, rels, _job_of):
             batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
                       partial(self._released, k))

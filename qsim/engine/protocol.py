@@ -208,10 +208,11 @@ def complete_call(
     return Call("complete", (k.active, k.completed, k.events, k.meta), args)
 
 
-def fail_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str, str, str, int]]) -> Call:
+def fail_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[Any, ...]]) -> Call:
+    """Per job ``(id, token, error, traceback, delay_ms[, outcome])``: outcome ``"timeout"`` or ``"failed"``."""
     args: list[Any] = [k.job_prefix, maxlen]
     for it in items:
-        args.extend(it)
+        args.extend(it if len(it) == 6 else (*it, "failed"))
     return Call("fail", (k.active, k.wait, k.delayed, k.dead, k.events, k.marker, k.seq), args)
 
 

@@ -11,6 +11,8 @@ A job's payload is small JSON::
 
     {"s": [0.41, 0.37], "x": [1, 0]}   # service time and failure flag per attempt
 
+plus the job type's ``data`` fields (``jobs[].data``, e.g. ``"tenant": "acme"``).
+
 A poison job fails every attempt; otherwise each attempt fails with
 ``fail_prob``. The last entry repeats when the engine runs more attempts than
 planned (a stalled or cut-off attempt does not use one up).
@@ -70,9 +72,9 @@ def engine_options(options: dict[str, Any], job_id: str) -> dict[str, Any]:
     return {**options, "backoff": backoff, "job_id": job_id}
 
 
-def _payload(att: Attempts, row: int) -> dict[str, Any]:
+def _payload(att: Attempts, row: int, data: Any = None) -> dict[str, Any]:
     a = att.service.shape[1]
-    return {"s": [round(float(x), 6) for x in att.service[row]],
+    return {**(data or {}), "s": [round(float(x), 6) for x in att.service[row]],
             "x": [1] * a if att.poison[row] else [int(f) for f in att.fails[row]]}
 
 
@@ -104,7 +106,7 @@ def plan_workload(workload: Workload) -> list[PlannedJob]:
         att = drawn.child[c]
         assert att is not None
         return PlannedJob(job_id=f"{spec.name}-c{row}", at=at, type=spec.name, queue=spec.queue,
-                          priority=spec.priority, payload=_payload(att, row), parent=parent)
+                          priority=spec.priority, payload=_payload(att, row, spec.data), parent=parent)
 
     seen = np.zeros(len(scenario.jobs), dtype=np.int64)
     plan: list[PlannedJob] = []
@@ -114,7 +116,7 @@ def plan_workload(workload: Workload) -> list[PlannedJob]:
         job_id = f"{job.name}-{int(seen[k])}"
         own = drawn.own[k]
         assert own is not None
-        payload = _payload(own, int(drawn.rank[i]))
+        payload = _payload(own, int(drawn.rank[i]), job.data)
         seen[k] += 1
         kids: tuple[PlannedJob, ...] = ()
         if job.flow:

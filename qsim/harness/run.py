@@ -46,7 +46,9 @@ __all__ = ["EngineResult", "run_scenario", "run_scenario_async", "check_supporte
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[float], None]
-ATTEMPT_RESULT = {"completed": "ok", "failed": "failed", "stalled": "stalled", "released": "cutoff"}
+#: The engine's attempt-log outcomes (the worker labels a timed-out attempt itself) as the records' results.
+ATTEMPT_RESULT = {"completed": "ok", "failed": "failed", "timeout": "timeout", "stalled": "stalled",
+                  "released": "cutoff"}
 
 
 @dataclass(frozen=True)
@@ -223,27 +225,18 @@ def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
         outcome = info.state if info.state in ("completed", "dead") else "unfinished"
         finished = rel(info.finished_at) if outcome != "unfinished" else nan
         row(info.id, info.name, info.queue, info.priority, rel(info.enqueued_at), rel(info.started_at), finished,
-            len(info.attempts), sum(a.outcome == "failed" for a in info.attempts), info.stalled, info.worker or "",
+            len(info.attempts), sum(a.outcome in ("failed", "timeout") for a in info.attempts), info.stalled,
+            info.worker or "",
             outcome, added[info.id].parent)
         for n, a in enumerate(info.attempts, 1):
             for key, v in zip(att, (info.id, n, a.worker, a.start - t0, a.end - t0,
-                                    _attempt_result(a.outcome, a.end - a.start, info.timeout)), strict=True):
+                                    ATTEMPT_RESULT.get(a.outcome, "failed")), strict=True):
                 att[key].append(v)
     for job_id, job in added.items():
         if job_id not in found:
             row(job_id, job.type, job.queue, job.priority, job.at, nan, nan, 0, 0, 0, "", "lost", job.parent)
     jobs = jobs_frame(cols).sort_values("enqueued", kind="stable").reset_index(drop=True)
     return Records(jobs=jobs, attempts=attempts_frame(att), slots=tuple(slot_changes))
-
-
-def _attempt_result(outcome: str, duration: float, timeout: float) -> str:
-    """The records' result of one engine attempt. The engine logs a timed-out attempt as
-    ``failed``; it ran its whole timeout (from the fetch stamp), which a planned failure
-    only does if planned that long, and then the timeout fired first: ``timeout``."""
-    result = ATTEMPT_RESULT.get(outcome, "failed")
-    if result == "failed" and timeout and timeout > 0 and duration >= timeout:
-        return "timeout"
-    return result
 
 
 def _timeseries(jobs: pd.DataFrame) -> pd.DataFrame:

@@ -20,13 +20,16 @@ mechanisms:
 - :mod:`~qsim.model.recorders` / :mod:`~qsim.model.recordless` — records on / off, the
   core's two recorder strategies (``records=False`` core runs: streamed statistics, no records);
 - :mod:`~qsim.model.arrivals` — the arrival feed;
-- :mod:`~qsim.model.queues` — waiting lines (priority, FIFO within a level), per-queue gates;
+- :mod:`~qsim.model.queues` — waiting lines (priority, FIFO within a level; put-backs at the
+  front of their level), per-lane gates;
+- :mod:`~qsim.model.lanes` — a keyed rate limit's queue split into one lane (and window) per key value;
 - :mod:`~qsim.model.limits` — gates: the global per-queue concurrency limit, the sliding-window rate limit;
 - :mod:`~qsim.model.dispatch` — pools, slots, policies (priority, ordered, smooth WRR), priority aging;
 - :mod:`~qsim.model.draws` — which of the workload's attempt draws each job plays;
 - :mod:`~qsim.model.retries` — failures, timeouts, backoff, the dead-letter queue;
 - :mod:`~qsim.model.attempts` — the per-attempt log;
-- :mod:`~qsim.model.events` — crashes and stalled recovery, graceful shutdown (drain records), scale-up;
+- :mod:`~qsim.model.events` — crashes and stalled recovery (the engine's lock renewal and check phase),
+  graceful shutdown (drain records), scale-up;
 - :mod:`~qsim.model.flows` — flows (waiting-children) and fan-out;
 - :mod:`~qsim.model.state` — the central columnar per-job table;
 - :mod:`~qsim.model.timeseries` — queue depth and active jobs over time;

@@ -89,18 +89,24 @@ class PoolContext(RunContext, Protocol):
     def job_on(self, slot: int) -> int:
         """The job running on ``slot``, or -1."""
 
+    def lane(self, job: int) -> int:
+        """The lane (waiting line, :mod:`~qsim.model.lanes`) the job joins: gates and dispatch are per lane."""
+
+    def requeue_front(self, jobs: list[int], now: float) -> None:
+        """Jobs put back (stalled) or handed back (shutdown): to the front of their priority level, in order."""
+
     def cancel(self, slot: int) -> int:
         """Stop the attempt on ``slot`` now (its end event will be ignored); its job, or -1.
 
-        The job leaves its queue's active count; its place under the queue's
+        The job leaves its lane's active count; its place under the lane's
         gates stays until :meth:`release`.
         """
 
     def release(self, q: int, now: float) -> bool:
-        """A stopped job of queue ``q`` gives up its place under the gates; True when ``q`` reopened."""
+        """A stopped job of lane ``q`` gives up its place under the gates; True when ``q`` reopened."""
 
     def offer(self, q: int, now: float) -> None:
-        """Let the pools serving ``q`` take its jobs."""
+        """Let the pools serving lane ``q`` (and the other lanes of its queue) take their jobs."""
 
     def fill(self, pool: Pool, now: float) -> None:
         """Let ``pool``'s free slots take jobs."""

@@ -4,8 +4,9 @@ A job's life in the core, written once for every kind of run:
 
 - :meth:`ModelCore.enqueue` — a job becomes waiting (an arrival, a child) and
   the dispatcher is offered its queue; :meth:`ModelCore.requeue` — a job comes
-  back (a retry after its backoff, a stalled job put back, a flow parent
-  released): the same, logged for the time series;
+  back (a retry after its backoff, a flow parent released): the same, logged
+  for the time series; :meth:`ModelCore.requeue_front` — a stalled job put back
+  or a job handed back at shutdown: to the front of its priority level;
 - :meth:`ModelCore.start_attempt` — the dispatcher matched the job with a
   slot: ``running[slot]`` holds the job and the slot's
   :class:`~qsim.model.schedule.Alarm` is set for the end of the attempt, after
@@ -47,6 +48,7 @@ import simpy
 from simpy.events import Event
 
 from qsim.model.dispatch import Dispatcher, Pool, make_picker
+from qsim.model.lanes import Lanes
 from qsim.model.limits import ConcurrencyLimit, Gate, RateLimit
 from qsim.model.queues import Queues
 from qsim.model.schedule import Alarm
@@ -109,23 +111,33 @@ class ModelCore:
             records=records,
         )
 
-        gates: list[list[Gate]] = [[] for _ in scenario.queues]
+        # Lanes (qsim.model.lanes): one waiting line per queue, or per key value of a keyed queue.
+        # "q" in the hot paths below is a lane; jobs.queue keeps the queue (records, time series).
+        self.lanes = lanes = Lanes.of(scenario)
+        self.lane_of: list[int] = jobs.queue  # each job's lane (the queue column itself unless keyed)
+        if lanes.keyed:
+            self.lane_of = np.asarray(lanes.of_type, dtype=np.int64)[types].tolist() if len(types) else []
+        gates: list[list[Gate]] = [[] for _ in lanes.queue]
         for i, qs in enumerate(scenario.queues):
-            if qs.concurrency_limit is not None:
-                gates[i].append(ConcurrencyLimit(qs.concurrency_limit))
-            if qs.rate_limit is not None:
-                gates[i].append(RateLimit(qs.rate_limit.max, qs.rate_limit.per, env=env,
-                                          reopen=functools.partial(self._reopen, i)))
+            shared = ConcurrencyLimit(qs.concurrency_limit) if qs.concurrency_limit is not None else None
+            for lane in lanes.of_queue[i]:
+                if shared is not None:
+                    gates[lane].append(shared)
+                if qs.rate_limit is not None:
+                    gates[lane].append(RateLimit(qs.rate_limit.max, qs.rate_limit.per, env=env,
+                                                 reopen=functools.partial(self._reopen, lane)))
         self.aging = [q.aging for q in scenario.queues]
-        self.queues = Queues(len(scenario.queues), gates, self.aging)
+        self.queues = Queues(len(lanes.queue), gates, [self.aging[q] for q in lanes.queue], lanes.family())
 
         pools: list[Pool] = []
         self.worker_names: list[str] = []
         slot = 0
         for i, spec in enumerate(scenario.pools):
             served = [qindex[name] for name in spec.queues]
-            picker = make_picker(spec.policy, served, [spec.weight(name) for name in spec.queues], self.queues)
-            pools.append(Pool(i, spec, served, slot, len(self.worker_names), picker))
+            groups = lanes.served(served)
+            picker = make_picker(spec.policy, served, [spec.weight(name) for name in spec.queues], self.queues,
+                                 groups)
+            pools.append(Pool(i, spec, [lane for g in groups for lane in g], slot, len(self.worker_names), picker))
             self.worker_names += [f"{spec.name}-{w}" for w in range(spec.workers)]
             slot += spec.slots
         self.n_slots = slot
@@ -196,6 +208,8 @@ class ModelCore:
         jobs = self.jobs
         job = jobs.add(type_=type_, queue=self.type_queue[type_], priority=self.type_priority[type_],
                        enqueued=now, service=service, parent=parent)
+        if self.lane_of is not jobs.queue:
+            self.lane_of.append(self.lanes.of_type[type_])
         if self.key is not jobs.priority:
             self.key.append(self._key_of(job))
         if self.hold is not jobs.service:
@@ -233,7 +247,7 @@ class ModelCore:
         if rec is None:
             raise RuntimeError("ModelCore.bind: no recorder")
         jobs, queues, d = self.jobs, self.queues, self.dispatcher
-        self._job_queue, self._key, self._hold = jobs.queue, self.key, self.hold
+        self._job_lane, self._key, self._hold = self.lane_of, self.key, self.hold
         self._heaps, self._active, self._gates, self._open = queues.heaps, queues.active, queues.gates, queues.open
         self._fill, self._offer = d.fill, d.offer
         self._pool_of_slot, self._idle_since = d.pool_of_slot, d.idle_since
@@ -253,7 +267,7 @@ class ModelCore:
 
     def enqueue(self, job: int, now: float) -> None:
         """Job ``job`` becomes waiting now; offer its queue to the pools."""
-        q = self._job_queue[job]
+        q = self._job_lane[job]
         heap = self._heaps[q]
         pool = self._solo[q]
         if pool is not None and pool.free and not heap and self._open[q]:
@@ -275,7 +289,7 @@ class ModelCore:
     def enqueue_batch(self, jobs: list[int], now: float) -> None:
         """Several jobs become waiting at the same instant (added in bulk): all are
         queued before the pools are offered their queues, so the best priority starts first."""
-        queues, heaps, queue_of, key = self.queues, self._heaps, self._job_queue, self._key
+        queues, heaps, queue_of, key = self.queues, self._heaps, self._job_lane, self._key
         touched: list[int] = []
         for job in jobs:
             q = queue_of[job]
@@ -307,7 +321,7 @@ class ModelCore:
             return
         running[slot] = -1
         now = alarm.at
-        q = self._job_queue[job]
+        q = self._job_lane[job]
         self._active[q] -= 1
         reopened = self.queues.gates_ended(q, now) if self._gates[q] else False
         if self._result is None:  # every attempt succeeds: the job completed (settle, inlined)
@@ -320,7 +334,7 @@ class ModelCore:
         if self._retired is not None and self._retired[slot]:  # its process is stopping: no more jobs
             self._slot_done(slot, now)  # type: ignore[misc]
             if reopened:
-                self._offer(q, now)
+                self.offer(q, now)
             return
         pool = self._pool_of_slot[slot]
         if pool.only >= 0 and not reopened:
@@ -337,7 +351,7 @@ class ModelCore:
         self._idle_since[slot] = now
         self._fill(pool, now)
         if reopened:
-            self._offer(q, now)
+            self.offer(q, now)
 
     def settle(self, job: int, outcome: int, now: float) -> None:
         """The job is done for good (completed or dead)."""
@@ -374,6 +388,25 @@ class ModelCore:
             self.changes.add(now, queue_of[job], 1, 0)
         self.enqueue_batch(jobs, now)
 
+    def requeue_front(self, jobs: list[int], now: float) -> None:
+        """Jobs put back by a stalled check or handed back at shutdown: each to the *front* of its
+        priority level, the batch in the order given (the first leaves first), ahead of every job of
+        its level already waiting (``recover_stalled.lua``, ``release.lua``; see :mod:`~qsim.model.queues`)."""
+        queues, heaps, lane_of, key, queue_of = self.queues, self._heaps, self.lane_of, self._key, self.jobs.queue
+        queues.front += len(jobs)
+        touched: list[int] = []
+        for i, job in enumerate(jobs):
+            self.changes.add(now, queue_of[job], 1, 0)
+            q = lane_of[job]
+            heappush(heaps[q], (key[job], i - queues.front, job))
+            if q not in touched:
+                touched.append(q)
+        if self._queued is not None:
+            for q in touched:
+                self._queued(q, len(heaps[q]), now)
+        for q in touched:
+            self._offer(q, now)
+
     def job_on(self, slot: int) -> int:
         """The job running on ``slot``, or -1."""
         return self.running[slot]
@@ -383,16 +416,21 @@ class ModelCore:
         job = self.running[slot]
         if job >= 0:
             self.running[slot] = -1
-            self.queues.active[self.jobs.queue[job]] -= 1
+            self.queues.active[self.lane_of[job]] -= 1
         return job
 
+    def lane(self, job: int) -> int:
+        """The lane (waiting line) ``job`` joins: its queue's, or its key value's in a keyed queue."""
+        return self.lane_of[job]
+
     def release(self, q: int, now: float) -> bool:
-        """A stopped job of ``q`` gives up its place under the gates; True when ``q`` reopened."""
+        """A stopped job of lane ``q`` gives up its place under the gates; True when ``q`` reopened."""
         return bool(self.queues.gates[q]) and self.queues.gates_ended(q, now)
 
     def offer(self, q: int, now: float) -> None:
-        """Let the pools serving ``q`` take its jobs."""
-        self.dispatcher.offer(q, now)
+        """Let the pools serving lane ``q`` (and the other lanes of its queue) take their jobs."""
+        for lane in self.queues.lanes(q):
+            self.dispatcher.offer(lane, now)
 
     def fill(self, pool: Pool, now: float) -> None:
         """Let ``pool``'s free slots take jobs."""

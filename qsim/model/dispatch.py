@@ -19,7 +19,9 @@ and a startable job. When a pool has a free slot, its policy picks the queue:
   process; the long-run shares are the same).
 
 When several pools could take a job, the one whose head slot has been idle
-longest fills first.
+longest fills first. A queue with a keyed rate limit is several lanes
+(:mod:`qsim.model.lanes`): the policy picks the queue, then the lane whose
+head comes first in the queue's order.
 
 Priority aging (``queues[].aging = a`` seconds per level, the engine's rule
 in :mod:`qsim.engine.limiter`): a waiting job's effective priority is
@@ -50,8 +52,67 @@ __all__ = ["Pool", "Dispatcher", "make_picker"]
 Picker = Callable[[float], int]
 
 
-def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues) -> Picker:
-    """The pool's :data:`Picker` for ``policy`` over its ``queues`` (``weights``: for ``wrr``)."""
+def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues,
+                lanes: Sequence[Sequence[int]] | None = None) -> Picker:
+    """The pool's :data:`Picker` for ``policy`` over its ``queues`` (``weights``: for ``wrr``).
+
+    ``lanes``: per served queue, its lanes (heap indexes; see :mod:`qsim.model.lanes`); None when
+    each queue is one lane, its own index. The picker returns a lane.
+    """
+    if policy not in ("priority", "ordered", "wrr"):
+        raise ValueError(f"policy must be one of priority, ordered, wrr, got {policy!r}")
+    groups = [tuple(g) for g in lanes] if lanes is not None else [(i,) for i in queues]
+    if all(len(g) == 1 for g in groups):
+        return _plain_picker(policy, [g[0] for g in groups], weights, q)
+    if policy == "priority":  # the best head over every lane of every queue: the same order as one heap
+        return _best_head([lane for g in groups for lane in g], q)
+    bests = [_best_head(g, q) for g in groups]
+    if policy == "ordered":
+        def pick_ordered_lanes(now: float) -> int:
+            for best in bests:
+                lane = best(now)
+                if lane >= 0:
+                    return lane
+            return -1
+        return pick_ordered_lanes
+    w = [float(x) for x in weights]
+    current = [0.0] * len(groups)
+
+    def pick_wrr_lanes(now: float) -> int:  # smooth WRR over the queues, then the best lane of the winner
+        total, best, lane = 0.0, -1, -1
+        for k, pick in enumerate(bests):
+            got = pick(now)
+            if got >= 0:
+                current[k] += w[k]
+                total += w[k]
+                if best < 0 or current[k] > current[best]:
+                    best, lane = k, got
+        if best < 0:
+            return -1
+        current[best] -= total
+        return lane
+    return pick_wrr_lanes
+
+
+def _best_head(lanes: Sequence[int], q: Queues) -> Picker:
+    """The lane whose head comes first (effective priority with aging, then FIFO) among open, non-empty ones."""
+    heaps, open_ = q.heaps, q.open
+    ls = tuple(lanes)
+    inv = {i: (1.0 / q.aging[i] if q.aging[i] > 0 else 0.0) for i in ls}
+
+    def pick_best(now: float) -> int:
+        best, head = -1, (0.0, 0)
+        for i in ls:
+            h = heaps[i]
+            if h and open_[i]:
+                key = (h[0][0] - now * inv[i], h[0][1])
+                if best < 0 or key < head:
+                    best, head = i, key
+        return best
+    return pick_best
+
+
+def _plain_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q: Queues) -> Picker:
     heaps, open_ = q.heaps, q.open  # mutated in place, never rebound
     qs = tuple(queues)
     if len(qs) == 1:
@@ -61,18 +122,7 @@ def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q:
             return only if heap and open_[only] else -1
         return pick_only
     if policy == "priority" and any(q.aging[i] > 0 for i in qs):
-        inv = {i: (1.0 / q.aging[i] if q.aging[i] > 0 else 0.0) for i in qs}
-
-        def pick_aged(now: float) -> int:
-            best, head, t = -1, (0.0, 0), now
-            for i in qs:
-                h = heaps[i]
-                if h and open_[i]:
-                    key = (h[0][0] - t * inv[i], h[0][1])
-                    if best < 0 or key < head:
-                        best, head = i, key
-            return best
-        return pick_aged
+        return _best_head(qs, q)
     if policy == "priority":
         def pick_priority(now: float) -> int:
             best, head = -1, None
@@ -89,29 +139,27 @@ def make_picker(policy: str, queues: Sequence[int], weights: Sequence[float], q:
                     return i
             return -1
         return pick_ordered
-    if policy == "wrr":
-        w = [float(x) for x in weights]
-        current = [0.0] * len(qs)
-        pairs = tuple(enumerate(qs))
+    w = [float(x) for x in weights]
+    current = [0.0] * len(qs)
+    pairs = tuple(enumerate(qs))
 
-        def pick_wrr(now: float) -> int:
-            total, best = 0.0, -1
-            for k, i in pairs:
-                if heaps[i] and open_[i]:
-                    current[k] += w[k]
-                    total += w[k]
-                    if best < 0 or current[k] > current[best]:
-                        best = k
-            if best < 0:
-                return -1
-            current[best] -= total
-            return qs[best]
-        return pick_wrr
-    raise ValueError(f"policy must be one of priority, ordered, wrr, got {policy!r}")
+    def pick_wrr(now: float) -> int:
+        total, best = 0.0, -1
+        for k, i in pairs:
+            if heaps[i] and open_[i]:
+                current[k] += w[k]
+                total += w[k]
+                if best < 0 or current[k] > current[best]:
+                    best = k
+        if best < 0:
+            return -1
+        current[best] -= total
+        return qs[best]
+    return pick_wrr
 
 
 class Pool:
-    """One pool's slots and policy during a run."""
+    """One pool's slots and policy during a run (``queues``: the lanes it serves)."""
 
     def __init__(self, index: int, spec: PoolSpec, queues: Sequence[int], first_slot: int,
                  first_worker: int, picker: Picker) -> None:
@@ -124,7 +172,7 @@ class Pool:
         self.free: deque[int] = deque(
             first_slot + w * spec.concurrency + s for s in range(spec.concurrency) for w in range(spec.workers))
         self.pick = picker
-        self.only = self.queues[0] if len(self.queues) == 1 else -1  # the pool's one queue, or -1
+        self.only = self.queues[0] if len(self.queues) == 1 else -1  # the pool's one lane, or -1
 
     def slot_worker(self, slot: int) -> int:
         """The worker (global index) a slot belongs to."""

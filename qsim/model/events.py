@@ -10,30 +10,45 @@ processes, as the harness records them.
 
 ``sigkill`` (a crash): the process's slots retire at once; each attempt it
 was running stops then, but its job keeps its lock — and its place under the
-queue's ``concurrency_limit`` and in the queue's ``active`` count — until
-``lock_duration`` after the kill. Its attempt is logged ``stalled`` and ends
-when a stalled check finds it (as the engine logs it: the job was active
-until then), so busy time and ``active`` include the wait for the lock. Stalled checks run in every live process now and every
-``stalled_interval`` (the engine's ``recover_stalled`` loop, started with
-the process): processes started together check together, so the model runs
-one checker per pool and start time (time 0 for the initial processes, the
-event's time for a ``start``), checking the pool's queues at ``t0``, ``t0 +
-interval``, ... while any of those processes lives. A check puts back every
-job whose lock has run out (``stalled + 1``): to waiting, or to the DLQ when
-it has now stalled more than ``max_stalled`` times (``recover_stalled.lua``).
-A stall does not use up an attempt, and a cut-off (below) is not a stall
-(the engine's ``release.lua`` counts neither). So a recovered job is back between
-``lock_duration`` and ``lock_duration + stalled_interval`` after the kill (the
-engine renews locks every ``lock_duration / 2``, so its real lock may run out
-up to half a lock earlier; the model keeps the full lock, as documented for
-the scenario). Killed processes never come back; ``start`` adds new ones.
+queue's ``concurrency_limit`` and in the queue's ``active`` count — until a
+stalled check finds the lock expired. Its attempt is logged ``stalled`` and
+ends then (as the engine logs it: the job was active until then), so busy
+time and ``active`` include the wait for the lock. The engine's timing
+(:mod:`qsim.engine.maintenance`), mirrored exactly:
+
+- *lock expiry*: a fetch locks a job for ``lock_duration`` (L); each process
+  renews the locks it holds every ``L / 2``, its renewal task starting with
+  the process (renewals at ``s + L/2, s + L, ...`` for a process started at
+  ``s``: 0 for the initial processes, the event's ``at`` for a ``start``). A
+  job fetched at ``f`` and held at the kill ``K`` has its lock expire at
+  ``max(f, r) + L``, ``r`` the process's last renewal at or before ``K``:
+  between ``L/2`` and ``L`` after the kill;
+- *stalled checks*: every live process checks its queues when it starts and
+  every ``stalled_interval`` (S) after; processes started together check
+  together, so the model runs one checker per pool and start time, at
+  ``s, s + S, s + 2S, ...`` exactly, while any of those processes lives. A
+  check at ``t`` finds every lock that expired at or before ``t``.
+
+So a job is back ``max(f, r) + L - K`` plus the wait for the next check
+after the kill (L = 2, S = 1, a kill at 4.05 of a process started at 0: lock
+renewed at 4.0, expired at 6.0, found by the check at 6.0: back after 1.95
+s; the bound is ``L + S``). When an expiry falls exactly on a check (``L/2``
+and ``S`` commensurate, as with the defaults 30/30), the engine finds the job
+at that check or at the next one, by milliseconds of start-up skew between
+its processes; the model finds it at that check. A check puts back every job
+whose lock has run out (``stalled + 1``), in the order their locks expired,
+to the *front* of its priority level (``recover_stalled.lua``), or to the
+DLQ when it has now stalled more than ``max_stalled`` times. A stall does not
+use up an attempt, and a cut-off (below) is not a stall (the engine's
+``release.lua`` counts neither). Killed processes never come back; ``start``
+adds new ones.
 
 ``sigterm`` (graceful shutdown): the process stops fetching at once (its free
 slots retire); its running attempts run on. When the last one ends it has
 drained; at ``at + grace`` the attempts still running are cut off (logged
 ``cutoff``, not using up an attempt) and their jobs handed back to the queue
-at once (``release.lua``: waiting, at the back of their priority level, the
-concurrency limit freed), where other processes pick them up. Each
+at once (``release.lua``: waiting, at the *front* of their priority level in
+the order they started, the concurrency limit freed), where other processes pick them up. Each
 signalled process gets one row in ``records.extra["drains"]``: ``pool,
 process, signalled_at, drained_at, cut_off_at, jobs_cut_off, active_at_signal``
 (``drained_at`` NaN when cut off, ``cut_off_at`` NaN when drained) — the
@@ -41,7 +56,9 @@ distribution of ``drained_at - signalled_at`` is what grace-period advice is
 made from.
 
 ``start``: ``count`` new processes join the pool (named on from the pool's
-last one) and take work at once.
+last one) and take work ``[engine] start_delay`` after the event (their
+start-up; 0 by default: at once); the slot count steps up then, as the
+harness records it when the processes report ready.
 """
 
 from __future__ import annotations
@@ -58,11 +75,14 @@ from qsim.model.attempts import CUTOFF, STALLED
 from qsim.model.context import PoolContext
 from qsim.model.dispatch import Pool
 from qsim.model.recorders import AttemptRecords
+from qsim.model.schedule import exact_delay
 from qsim.model.state import DEAD
 from qsim.scenario import EventSpec, Scenario
 
 __all__ = ["PoolEvents", "DRAIN_COLUMNS"]
 
+#: A lock that expires within this of a check counts as expired at it (k * L/2 + L and m * S in floats).
+_TIE = 1e-9
 DRAIN_COLUMNS = ("pool", "process", "signalled_at", "drained_at", "cut_off_at", "jobs_cut_off", "active_at_signal")
 RUNNING, DRAINING, GONE = 0, 1, 2
 
@@ -85,12 +105,13 @@ class PoolEvents:
                 self.proc_pool.append(p.index)
                 self.proc_slots.append([p.slots[0] + w * p.spec.concurrency + c for c in range(p.spec.concurrency)])
                 self.state.append(RUNNING)
+        self.proc_start = [0.0] * len(self.state)  # when each process started (its renewals and checks count from it)
         self.local = [p.spec.workers for p in ctx.pools]  # processes each pool has started
         self.retired = [False] * ctx.n_slots  # slots of a signalled process: never handed out again
         self.slot_steps: list[tuple[float, int]] = [(0.0, ctx.n_slots)]
         self.drains: list[dict[str, Any]] = []
         self.draining: dict[int, tuple[set[int], int]] = {}  # process -> (running slots, drain row)
-        self.stalled: deque[tuple[float, int, int, int]] = deque()  # (lock expiry, job, queue, attempt row)
+        self.stalled: deque[tuple[float, int, int, int]] = deque()  # (lock expiry, job, lane, attempt row)
         self.kills = any(e.kind == "sigkill" for e in scenario.events)
         eng = scenario.engine
         self.lock, self.interval, self.max_stalled = eng.lock_duration, eng.stalled_interval, eng.max_stalled
@@ -103,7 +124,7 @@ class PoolEvents:
             for p in self.ctx.pools:
                 procs = [w for w, pool in enumerate(self.proc_pool) if pool == p.index]
                 if procs:
-                    env.process(self._checker(p, procs))
+                    env.process(self._checker(p, procs, 0.0))
         for e in sorted(self.scenario.events, key=lambda e: e.at):
             Timeout(env, e.at, e).callbacks.append(self._fire)
 
@@ -114,7 +135,11 @@ class PoolEvents:
         pool = self.ctx.pools[self.pool_index[e.pool]]
         now = self.ctx.env.now
         if e.kind == "start":
-            self._add_processes(pool, e.count, now)
+            delay = self.scenario.engine.start_delay
+            if delay > 0:
+                Timeout(self.ctx.env, delay, (pool, e.count)).callbacks.append(self._started)
+            else:
+                self._add_processes(pool, e.count, now)
             return
         chosen = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING][:e.count]
         self._step(now, -len(chosen) * pool.spec.concurrency)
@@ -139,17 +164,27 @@ class PoolEvents:
             pool.free.clear()
             pool.free.extend(kept)
 
+    def last_renewal(self, w: int, now: float) -> float:
+        """When process ``w`` last renewed its locks at or before ``now`` (its start if never)."""
+        s, half = self.proc_start[w], self.lock / 2
+        k = math.floor((now - s) / half) if now > s else 0
+        if s + (k + 1) * half <= now:  # floor of a quotient rounded down a renewal that did happen
+            k += 1
+        return s + k * half
+
     def _kill(self, w: int, now: float) -> None:
         ctx = self.ctx
         self.state[w] = GONE
+        renewed = self.last_renewal(w, now)
         for s in self.proc_slots[w]:
-            job = ctx.cancel(s)  # its pending end is ignored; it leaves the queue's active count
+            job = ctx.cancel(s)  # its pending end is ignored; it leaves the lane's active count
             if job < 0:
                 continue
             row = self.row_of[s]
             self.log.result[row] = STALLED  # it ends when the stalled check finds it (as the engine logs it)
-            q = ctx.jobs.queue[job]  # its lock (and place under the gates) stays until recovered
-            self.stalled.append((now + self.lock, job, q, row))
+            # its lock (and place under the gates) stays until it expires and a check finds it
+            expiry = max(self.log.start[row], renewed) + self.lock
+            self.stalled.append((expiry, job, ctx.lane(job), row))
 
     def _terminate(self, pool: Pool, w: int, now: float, grace: float) -> None:
         ctx = self.ctx
@@ -191,16 +226,20 @@ class PoolEvents:
         self.drains[row]["jobs_cut_off"] = len(busy)
         handed: list[int] = []
         reopened: list[int] = []
-        for s in sorted(busy):
+        for s in sorted(busy, key=lambda s: (self.log.start[self.row_of[s]], s)):  # the order they started
             job = ctx.cancel(s)
             self.log.finish(self.row_of[s], now, CUTOFF)
-            q = ctx.jobs.queue[job]
+            q = ctx.lane(job)
             if ctx.release(q, now):
                 reopened.append(q)
             handed.append(job)
-        ctx.requeue_batch(handed, now)  # release.lua: back to waiting, at once
+        ctx.requeue_front(handed, now)  # release.lua: back to waiting at once, in front of their level
         for q in reopened:
             ctx.offer(q, now)
+
+    def _started(self, event: Event) -> None:
+        pool, count = cast(tuple[Pool, int], event.value)
+        self._add_processes(pool, count, self.ctx.env.now)
 
     def _add_processes(self, pool: Pool, count: int, now: float) -> None:
         ctx = self.ctx
@@ -214,34 +253,38 @@ class PoolEvents:
             self.proc_pool.append(pool.index)
             self.proc_slots.append(slots)
             self.state.append(RUNNING)
+            self.proc_start.append(now)
             new.append(w)
         pool.free.extend(self.proc_slots[w][s] for s in range(c) for w in new)
         self._step(now, count * c)
         if self.kills and new:
-            ctx.env.process(self._checker(pool, new))
+            ctx.env.process(self._checker(pool, new, now))
         ctx.fill(pool, now)
 
     # ------------------------------------------------------------------ stalled checks
 
-    def _checker(self, pool: Pool, procs: list[int]) -> Generator[Event, Any, None]:
+    def _checker(self, pool: Pool, procs: list[int], start: float) -> Generator[Event, Any, None]:
+        """The stalled checks of ``procs`` (started together at ``start``): at ``start + m * S`` exactly."""
         env = self.ctx.env
         served = set(pool.queues)
+        m = 0
         while any(self.state[w] != GONE for w in procs):
             self.recover(env.now, served)
-            yield env.timeout(self.interval)
+            m += 1
+            yield env.timeout(exact_delay(env.now, start + m * self.interval))
 
     def recover(self, now: float, served: set[int]) -> None:
-        """A stalled check of the queues ``served``: put back the jobs whose lock ran out."""
+        """A stalled check of the lanes ``served``: put back the jobs whose lock ran out, in expiry order."""
         if not self.stalled:
             return
         ctx = self.ctx
         keep: deque[tuple[float, int, int, int]] = deque()
-        back: list[int] = []
+        back: list[tuple[float, int]] = []
         reopened: list[int] = []
         stalled = ctx.jobs.stalled
         for item in self.stalled:
             expiry, job, q, row = item
-            if expiry > now or q not in served:
+            if expiry > now + _TIE or q not in served:
                 keep.append(item)
                 continue
             self.log.finish(row, now, STALLED)
@@ -251,10 +294,11 @@ class PoolEvents:
             if stalled[job] > self.max_stalled:
                 ctx.settle(job, DEAD, now)
             else:
-                back.append(job)
+                back.append((expiry, job))
         self.stalled = keep
         if back:
-            ctx.requeue_batch(back, now)
+            back.sort(key=lambda b: b[0])  # recover_stalled.lua takes them by lock expiry
+            ctx.requeue_front([job for _, job in back], now)
         for q in reopened:
             ctx.offer(q, now)
 

@@ -22,9 +22,10 @@ come within a span far shorter than ``per``: up to ``2 * max`` in a window of
 length ``per``; the long-run rate is the same, the bursts are not.
 
 ``rate_limit.key`` (a window per value of a payload field, per tenant): the
-model's synthetic jobs carry no such field, and the engine puts jobs without
-it under the value ``""``, so the model treats all jobs as one key value: one
-window per queue.
+model's jobs carry their type's ``jobs[].data``, so the key value is fixed
+per job type; :mod:`qsim.model.lanes` splits such a queue into one lane per
+value, each with a :class:`RateLimit` of its own (types without the field
+share the ``""`` window, as in the engine).
 """
 
 from __future__ import annotations

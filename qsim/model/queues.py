@@ -1,9 +1,15 @@
-"""Waiting lines: per queue, jobs by priority (lower first), FIFO within a level.
+"""Waiting lines: per lane (a queue, or one key value of a keyed queue: :mod:`qsim.model.lanes`),
+jobs by priority (lower first), FIFO within a level.
 
-Each queue is a binary heap of ``(priority, seq, job)`` (a queue with priority
+Each lane is a binary heap of ``(priority, seq, job)`` (a queue with priority
 aging: ``(priority + ready / aging, seq, job)``, see :mod:`qsim.model.dispatch`); ``seq`` counts every
 enqueue of the run, so equal priorities leave in enqueue order, also across
-the queues of a pool (the ``priority`` policy compares the heads).
+the queues of a pool (the ``priority`` policy compares the heads). A job put
+back by a stalled check or handed back at shutdown goes to the *front* of its
+priority level (``lua/recover_stalled.lua``, ``lua/release.lua``): its ``seq``
+is ``-front``, a second counter, so it leaves before every job of its level
+already waiting, and after none that came back later (a batch put back
+together keeps its order).
 
 ``open[q]`` says whether queue ``q`` may start a job now; it is False while a
 gate (:mod:`qsim.model.limits`: the global concurrency limit; later the rate
@@ -21,13 +27,18 @@ __all__ = ["Queues"]
 class Queues:
     """The waiting jobs, active counts and gates of every queue of a run."""
 
-    def __init__(self, n_queues: int, gates: list[list[Gate]], aging: list[float] | None = None) -> None:
+    def __init__(self, n_queues: int, gates: list[list[Gate]], aging: list[float] | None = None,
+                 family: list[tuple[int, ...]] | None = None) -> None:
         self.heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(n_queues)]
         self.aging = list(aging) if aging is not None else [0.0] * n_queues  # seconds per level, 0: off
-        self.active = [0] * n_queues  # jobs of the queue running now
+        self.active = [0] * n_queues  # jobs of the lane running now
         self.open = [True] * n_queues
-        self.gates = gates  # per queue; empty for a queue nothing limits
+        self.gates = gates  # per lane; empty for a lane nothing limits
         self.seq = 0  # enqueues so far: the FIFO tie-break (Model.enqueue pushes (priority, seq, job))
+        self.front = 0  # jobs put back at the front of their level so far (they push (priority, -front, job))
+        # per lane: the lanes sharing its queue's gates (None: only itself)
+        self.family: list[tuple[int, ...] | None] = [
+            f if len(f) > 1 else None for f in (family or [(q,) for q in range(n_queues)])]
 
     def waiting(self, q: int) -> int:
         """How many jobs wait in queue ``q``."""
@@ -38,16 +49,35 @@ class Queues:
         gates = self.gates[q]
         for g in gates:
             g.on_start(q, now)
-        self.open[q] = all(g.allows(q) for g in gates)
+        fam = self.family[q]
+        if fam is None:
+            self.open[q] = all(g.allows(q) for g in gates)
+        else:  # a shared concurrency limit may have closed the queue's other lanes too
+            for lane in fam:
+                self.open[lane] = all(g.allows(lane) for g in self.gates[lane])
 
     def gates_ended(self, q: int, now: float) -> bool:
-        """A job of ``q`` stopped running: tell the gates; True when this reopened the queue."""
+        """A job of ``q`` stopped running: tell the gates; True when this reopened the lane (or one of its
+        queue's other lanes: offer them all, :meth:`lanes`)."""
         gates = self.gates[q]
         for g in gates:
             g.on_end(q, now)
-        was = self.open[q]
-        self.open[q] = all(g.allows(q) for g in gates)
-        return self.open[q] and not was
+        fam = self.family[q]
+        if fam is None:
+            was = self.open[q]
+            self.open[q] = all(g.allows(q) for g in gates)
+            return self.open[q] and not was
+        reopened = False
+        for lane in fam:
+            was = self.open[lane]
+            self.open[lane] = all(g.allows(lane) for g in self.gates[lane])
+            reopened = reopened or (self.open[lane] and not was)
+        return reopened
+
+    def lanes(self, q: int) -> tuple[int, ...]:
+        """Lane ``q`` and the other lanes of its queue."""
+        fam = self.family[q]
+        return (q,) if fam is None else fam
 
     def refresh(self, q: int) -> bool:
         """Re-ask the gates (e.g. when a rate-limit window rolls); True when ``q`` reopened."""

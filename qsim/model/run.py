@@ -248,5 +248,6 @@ def _full_horizon(s: Scenario, draws: DrawIndex, arrivals: JobDraws) -> float:
             rated += n * a * rl.per / rl.max
     eng = s.engine
     events = sum(e.grace if e.kind == "sigterm" else eng.lock_duration + eng.stalled_interval for e in s.events)
-    last = max([s.duration, float(arrivals.time[-1]) if len(arrivals) else 0.0, *(e.at for e in s.events)])
+    last = max([s.duration, float(arrivals.time[-1]) if len(arrivals) else 0.0,
+                *(e.at + eng.start_delay for e in s.events)])
     return last + work + backoff + rated + events + 1.0

@@ -132,3 +132,39 @@ def test_children_added_by_a_handler_carry_their_key_value(redis_url: str, redis
         await top.close()
 
     asyncio.run(main())
+
+
+def test_a_worker_waiting_on_a_throttled_tenant_starts_another_tenants_new_job_at_once(redis_url: str) -> None:
+    # Given a worker whose queue holds only jobs of tenant a, whose window (1 start per 30 s) is full
+    import asyncio
+
+    from engine_helpers import run_worker_until
+    from qsim.engine import AsyncQueue, Job, Worker
+
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.set_rate_limit(1, 30.0, key="tenant")
+        await q.add_bulk([("t", {"tenant": "a"}, {"job_id": f"a{i}"}) for i in range(3)])
+        started: dict[str, float] = {}
+
+        async def handler(job: Job) -> None:
+            started[job.id] = asyncio.get_running_loop().time()
+
+        w = Worker("q", handler, redis=redis_url, concurrency=4, lock_duration=5.0, stalled_interval=5.0,
+                   handle_signals=False)
+        added_at: list[float] = []
+
+        async def add_b_then_done() -> bool:
+            if "a0" in started and not added_at:
+                await asyncio.sleep(0.3)  # the worker now waits for a's window (up to 30 s)
+                added_at.append(asyncio.get_running_loop().time())
+                await q.add("t", {"tenant": "b"}, job_id="b0")
+            return "b0" in started
+
+        await run_worker_until(w, add_b_then_done, timeout=10.0)
+        # When tenant b adds a job, Then it starts at once: the worker woke for it (its key has room)
+        assert started["b0"] - added_at[0] < 0.5
+        assert "a1" not in started  # and a's next job still waits for its window
+        await q.close()
+
+    asyncio.run(main())

@@ -72,7 +72,8 @@ def test_hooks_run_around_every_attempt_however_it_ends(redis_url: str) -> None:
         by_job = {jid: [c for c in rec.calls if c[1] == jid] for jid in ("ok", "boom", "slow")}
         assert by_job["ok"] == [("before", "ok", True), ("after", "ok", None)]
         assert by_job["boom"] == [("before", "boom", True), ("after", "boom", "UnrecoverableError")]
-        assert by_job["slow"] == [("before", "slow", True), ("after", "slow", "TimeoutError")]
+        # (a timed-out attempt: AttemptTimeout, a TimeoutError the worker logs as "timeout")
+        assert by_job["slow"] == [("before", "slow", True), ("after", "slow", "AttemptTimeout")]
         # and the broken hook changed no outcome
         assert (await q.get_job("ok")).state == "completed"
         assert "timed out" in ((await q.get_job("slow")).error or "")

@@ -234,6 +234,14 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("engine", {"lock_duration": 0}, "engine.lock_duration must be > 0, got 0"),
         ("engine", {"lock_time": 5}, "engine.lock_time is not a known key (did you mean 'lock_duration'?)"),
         ("engine", {"max_stalled": -1}, "engine.max_stalled must be >= 0, got -1"),
+        ("description", "", "description must not be empty"),
+        ("description", 3, "description must be a string, got 3"),
+        ("jobs.0.data", "acme", "jobs[0].data must be a table of JSON values, got 'acme'"),
+        ("jobs.0.data", {"s": 1}, "jobs[0].data.s is reserved for the harness's planned payload (s, x, fan)"),
+        ("jobs.0.data", {"tenant": None}, "jobs[0].data.tenant must be a JSON value (string, number, boolean, "
+                                          "array or table), got None"),
+        ("jobs.0.data", {"w": [1, float("inf")]}, "jobs[0].data.w[1] must be a finite number, got inf"),
+        ("jobs.0.data", {"a b": {"c": 10**30}}, 'jobs[0].data."a b".c is too large'),
     ],
 )
 def test_invalid_values_name_the_key(path: str, value: Any, expected: str) -> None:

@@ -15,6 +15,7 @@ from qsim.scenarios import builtin
 
 ODD = """
 name = "odd \\"quoted\\" name\\n"
+description = "every odd value: quoted names, keyed limits, job data"
 duration = 30.0
 [[queues]]
 name = "orders.eu"
@@ -29,6 +30,7 @@ priority = -2
 arrival = { kind = "burst", rate = 4.0, size = 3 }
 service = { kind = "constant", mean = 0.0 }
 flow = { children = ["kid"], on_child_failure = "ignore" }
+data = { tenant = "acme", "odd key" = [1, 2.5, true, { deep = "x" }], n = 12345678901234567 }
 [[jobs]]
 name = "kid"
 queue = "bulk jobs"
@@ -59,7 +61,7 @@ def test_to_dict_round_trips(tmp_path: Path) -> None:
         d = s.to_dict()
         assert Scenario.from_dict(d) == s
         assert Scenario.from_dict(json.loads(json.dumps(d))) == s  # JSON-ready: only plain values
-        assert list(d)[:4] == ["name", "seed", "duration", "warmup"]
+        assert [k for k in d if k != "description"][:4] == ["name", "seed", "duration", "warmup"]
         assert "null" not in json.dumps(d)
 
 

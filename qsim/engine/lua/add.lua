@@ -1,6 +1,6 @@
 --[[ add: enqueue one or more jobs (waiting or delayed); an existing id is left alone.
 
-KEYS[1] wait      ZSET waiting ids (score = priority * 2^32 + seq)
+KEYS[1] wait      ZSET waiting ids (score = priority * 2^32 + position; job_lib)
 KEYS[2] delayed   ZSET delayed ids (score = due ms)
 KEYS[3] marker    LIST wake-up marker
 KEYS[4] id        STRING counter for generated ids
@@ -23,6 +23,7 @@ stored job's name (a string), so the caller describes the stored job; or
 {-4, job key base, the queue's rate_key} when the producer must read its jobs'
 key values again (for that key) and resend.
 ]]
+-- @include job_lib
 local prefix = ARGV[1]
 local n = tonumber(ARGV[2])
 local rkey = redis.call('HGET', KEYS[6], 'rate_key') or ''
@@ -57,8 +58,7 @@ for i = 0, n - 1 do
       state = 'delayed'
       redis.call('ZADD', KEYS[2], now_ms + delay, id)
     else
-      local seq = redis.call('INCR', KEYS[5]) % 4294967296
-      redis.call('ZADD', KEYS[1], prio * 4294967296 + seq, id)
+      redis.call('ZADD', KEYS[1], qsim_back_score(prio, KEYS[5]), id)
     end
     redis.call('HSET', jk, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
       'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],

@@ -6,11 +6,13 @@ KEYS[3] delayed   ZSET delayed ids (score = due ms)
 KEYS[4] dead      ZSET dead-letter ids (score = time of death ms)
 KEYS[5] events    STREAM event stream
 KEYS[6] marker    LIST wake-up marker
-KEYS[7] seq       STRING FIFO counter
+KEYS[7] seq       STRING FIFO counter (job_lib positions)
 ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
-ARGV[3 + 5*i ..] per job: id, lock token, error (one line), traceback,
-        retry delay ms (-1 = unrecoverable: no retry whatever attempts are left)
+ARGV[3 + 6*i ..] per job: id, lock token, error (one line), traceback,
+        retry delay ms (-1 = unrecoverable: no retry whatever attempts are left),
+        outcome: "timeout" when the attempt ran past the job's timeout (the worker
+        knows), else "failed"; the attempt log records it
 
 A job is retried while attempts_made (after this failure) < max_attempts.
 With a concurrency_limit in the queue's meta (<base>meta) and jobs waiting, the marker is pushed.
@@ -31,7 +33,7 @@ local prefix = ARGV[1]
 local maxlen = ARGV[2]
 local codes = {}
 local wake = false
-for i = 3, #ARGV, 5 do
+for i = 3, #ARGV, 6 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
@@ -50,9 +52,11 @@ for i = 3, #ARGV, 5 do
     local name = f[9] or ''
     local delay = tonumber(ARGV[i + 4])
     local err = ARGV[i + 2]
+    local outcome = 'failed'
+    if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
-      'log', qsim_log(f[8], (f[3] or now_s) .. ',' .. now_s .. ',failed,' .. (f[4] or '') .. ';'))
+      'log', qsim_log(f[8], (f[3] or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,
       'error', err, 'attempt', made)
     if delay < 0 or made >= (tonumber(f[6]) or 1) then
@@ -71,9 +75,8 @@ for i = 3, #ARGV, 5 do
       codes[#codes + 1] = 2
       wake = true
     else
-      local seq = redis.call('INCR', KEYS[7]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], (tonumber(f[7]) or 0) * 4294967296 + seq, id)
+      redis.call('ZADD', KEYS[2], qsim_back_score(f[7], KEYS[7]), id)
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', name, 'delay', 0)
       codes[#codes + 1] = 1
       wake = true

@@ -1,7 +1,7 @@
 --[[ fetch: choose among a worker's queues and lock up to n jobs, in one atomic step.
 
 For queue i = 1..Q (Q = (#KEYS - 1) / 5), KEYS[5*(i-1) + 1 .. 5*i] (queue 1: KEYS[1]..KEYS[5]):
-  wait       ZSET waiting ids (score = priority * 2^32 + seq)
+  wait       ZSET waiting ids (score = priority * 2^32 + position in the level; job_lib)
   active     ZSET locked ids (score = lock expiry ms)
   meta       HASH paused, concurrency_limit, rate_max, rate_per_ms, rate_key, aging_ms
   marker     LIST wake-up marker
@@ -37,8 +37,10 @@ the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
 
 Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]:
-wait_ms is -1, or, when queues i still have waiting jobs that their rate limit
-holds back, the ms until the earliest of them may start. job = [id, token,
+wait_ms is -1, or, when queues still have waiting jobs that their rate limit
+holds back, the ms until the earliest of them may start; the i are the
+unkeyed ones among those queues (held back whole: the worker need not wake
+for their adds; a keyed queue's new job may have a key with room). job = [id, token,
 name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
 strings; wait is the seconds from enqueued_at to now on the job's first start, else "".
 Ids whose hash is gone are dropped; a hash missing fields is returned with ""
@@ -292,7 +294,9 @@ for i = 1, Q do
     if q.climit and redis.call('ZCARD', q.active) >= q.climit then
       redis.call('DEL', q.marker)
     elseif rw then
-      out[1][#out[1] + 1] = i
+      -- an unkeyed queue is held back whole: the worker need not wake for its adds until then; a keyed
+      -- one only for the keys at their limit: a job of another key, added meanwhile, may start at once
+      if not q.rkey then out[1][#out[1] + 1] = i end
       if not wait or rw < wait then wait = rw end
     elseif q.took and redis.call('LLEN', q.marker) == 0 then
       redis.call('RPUSH', q.marker, '1')

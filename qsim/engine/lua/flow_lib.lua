@@ -35,8 +35,7 @@ local function qsim_new_job(base, b, state, now_ms, now_s, extra)
     redis.call('ZADD', base .. 'delayed', now_ms + delay, id)
   else
     state = 'waiting'
-    local seq = redis.call('INCR', base .. 'seq') % 4294967296
-    redis.call('ZADD', base .. 'wait', prio * 4294967296 + seq, id)
+    redis.call('ZADD', base .. 'wait', qsim_back_score(prio, base .. 'seq'), id)
   end
   redis.call('HSET', base .. 'job:' .. id, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
     'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
@@ -122,9 +121,8 @@ local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now
     redis.call('XADD', pbase .. 'events', 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', pid,
       'name', pf[3] or '', 'error', perr)
   elseif left <= 0 and not pf[4] then  -- (a retried parent whose "fail" child is dead waits for its retry)
-    local seq = redis.call('INCR', pbase .. 'seq') % 4294967296
     redis.call('ZREM', pbase .. 'waiting-children', pid)
-    redis.call('ZADD', pbase .. 'wait', (tonumber(pf[2]) or 0) * 4294967296 + seq, pid)
+    redis.call('ZADD', pbase .. 'wait', qsim_back_score(pf[2], pbase .. 'seq'), pid)
     redis.call('HSET', pk, 'state', 'waiting')
     qsim_wake(pbase)
   end

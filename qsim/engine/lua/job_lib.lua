@@ -45,6 +45,30 @@ local function qsim_corrupt(base, id, now_ms, now_s, maxlen)
   return err
 end
 
+-- Wait-set scores: priority * 2^32 + a position in [0, 2^32) (fetch reads the level as floor(score / 2^32)).
+-- A job added, retried, promoted or released from waiting-children takes the BACK of its level:
+-- 2^31 + seq; a job put back by a stalled check or handed back at shutdown takes the FRONT: 2^31 - 1 -
+-- seq (seq: the queue's one FIFO counter, so a later put-back goes before an earlier one). Positions
+-- repeat after 2^31 jobs of a queue.
+local QSIM_LEVEL = 4294967296
+local QSIM_HALF = 2147483648
+
+-- The back-of-level score of a job of priority `prio` (a number or its text), taking the next seq.
+local function qsim_back_score(prio, seqkey)
+  return (tonumber(prio) or 0) * QSIM_LEVEL + QSIM_HALF + redis.call('INCR', seqkey) % QSIM_HALF
+end
+
+-- ZADD the jobs {id, prio} of `jobs` to the front of their levels in the wait set `waitkey`, in the
+-- order given: the first ahead of the others, all ahead of every job already waiting in their level.
+local function qsim_push_front(waitkey, seqkey, jobs)
+  if #jobs == 0 then return end
+  local top = redis.call('INCRBY', seqkey, #jobs)
+  for i, job in ipairs(jobs) do
+    local pos = QSIM_HALF - 1 - (top - i + 1) % QSIM_HALF
+    redis.call('ZADD', waitkey, (tonumber(job[2]) or 0) * QSIM_LEVEL + pos, job[1])
+  end
+end
+
 -- Redis's clock: ms and "seconds.micros" text.
 local function qsim_now()
   local t = redis.call('TIME')

@@ -23,8 +23,7 @@ for _, id in ipairs(due) do
   if type(prio) == 'table' and prio.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[3])
   elseif prio then
-    local seq = redis.call('INCR', KEYS[3]) % 4294967296
-    redis.call('ZADD', KEYS[2], (tonumber(prio) or 0) * 4294967296 + seq, id)
+    redis.call('ZADD', KEYS[2], qsim_back_score(prio, KEYS[3]), id)
     redis.call('HSET', jk, 'state', 'waiting')
   end
 end

@@ -1,6 +1,6 @@
 --[[ queue_stats: a queue's depth and the age of its oldest waiting job (for metrics).
 
-KEYS[1] wait      ZSET waiting ids (score = priority * 2^32 + seq)
+KEYS[1] wait      ZSET waiting ids (score = priority * 2^32 + position in the level; job_lib)
 KEYS[2] delayed   ZSET delayed ids
 KEYS[3] active    ZSET locked ids
 KEYS[4] waiting-children ZSET parents waiting for children

@@ -5,7 +5,7 @@ KEYS[2] wait      ZSET waiting ids
 KEYS[3] dead      ZSET dead-letter ids
 KEYS[4] events    STREAM event stream
 KEYS[5] marker    LIST wake-up marker
-KEYS[6] seq       STRING FIFO counter
+KEYS[6] seq       STRING FIFO counter (job_lib positions)
 ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
 ARGV[3] max_stalled: a job stalled more often than this goes to the DLQ
@@ -13,7 +13,10 @@ ARGV[4] at most this many jobs per call
 
 Each such job gets stalled + 1, its lock token is removed (a late completion
 is refused) and its attempt is logged as "stalled"; a stall does not count
-as an attempt. Returns {requeued ids, dead ids}. A child of a flow that goes
+as an attempt. A job put back goes to the FRONT of its priority level, ahead
+of the jobs already waiting there (job_lib qsim_push_front; as BullMQ's
+stalled jobs go to the consuming end of its wait list); the jobs of one call
+keep the order of their lock expiry. Returns {requeued ids, dead ids}. A child of a flow that goes
 to the DLQ is recorded on its parent (flow_lib). A job whose key holds another
 type than a hash goes to the DLQ and the corrupt set (job_lib), listed as dead.
 ]]
@@ -26,7 +29,7 @@ local prefix = ARGV[1]
 local maxlen = ARGV[2]
 local max_stalled = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
-local requeued, dead = {}, {}
+local requeued, dead, front = {}, {}, {}
 for _, id in ipairs(ids) do
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
@@ -53,13 +56,13 @@ for _, id in ipairs(ids) do
         qsim_child_finished(string.sub(prefix, 1, -5), id, f[9], f[10], f[11], nil, err, now_ms, now_s, maxlen)
       end
     else
-      local seq = redis.call('INCR', KEYS[6]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], (tonumber(f[5]) or 0) * 4294967296 + seq, id)
+      front[#front + 1] = {id, f[5]}
       requeued[#requeued + 1] = id
     end
   end
 end
+qsim_push_front(KEYS[2], KEYS[6], front)
 if #requeued > 0 and redis.call('LLEN', KEYS[5]) == 0 then
   redis.call('RPUSH', KEYS[5], '1')
 end

@@ -4,14 +4,17 @@ KEYS[1] active    ZSET locked ids
 KEYS[2] wait      ZSET waiting ids
 KEYS[3] events    STREAM event stream
 KEYS[4] marker    LIST wake-up marker
-KEYS[5] seq       STRING FIFO counter
+KEYS[5] seq       STRING FIFO counter (job_lib positions)
 ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
 ARGV[3 + 3*i ..] per job: id, lock token, "1" when its handler was started
         (cut off) or "" when it never was (fetched ahead, or fetched while the
         worker was stopping)
 
-A cut-off attempt is logged as "released" and does not count. A job never
+Released jobs go to the FRONT of their priority level, ahead of the jobs
+already waiting there, in the order given (job_lib qsim_push_front; as
+BullMQ's moveJobFromActiveToWait). A cut-off attempt is logged as "released"
+and does not count. A job never
 started leaves no trace of its fetch: no log entry, and its started_at is
 removed when that fetch was its first start. Jobs whose token does not match
 are left alone; a job whose key holds another type than a hash goes to the DLQ
@@ -21,6 +24,7 @@ and the corrupt set (job_lib). Returns the number of jobs released.
 local now_ms, now_s = qsim_now()
 local prefix = ARGV[1]
 local n = 0
+local front = {}
 for i = 3, #ARGV, 3 do
   local id = ARGV[i]
   local jk = prefix .. id
@@ -29,7 +33,6 @@ for i = 3, #ARGV, 3 do
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[2])
   elseif f[1] == ARGV[i + 1] and f[2] == 'active' then
-    local seq = redis.call('INCR', KEYS[5]) % 4294967296
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', jk, 'token')
     if ARGV[i + 2] == '1' then
@@ -41,11 +44,12 @@ for i = 3, #ARGV, 3 do
         redis.call('HDEL', jk, 'started_at')
       end
     end
-    redis.call('ZADD', KEYS[2], (tonumber(f[5]) or 0) * 4294967296 + seq, id)
+    front[#front + 1] = {id, f[5]}
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'released', 'job', id, 'name', f[7] or '')
     n = n + 1
   end
 end
+qsim_push_front(KEYS[2], KEYS[5], front)
 if n > 0 and redis.call('LLEN', KEYS[4]) == 0 then
   redis.call('RPUSH', KEYS[4], '1')
 end

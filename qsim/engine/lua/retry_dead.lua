@@ -47,9 +47,8 @@ for _, id in ipairs(ids) do
       redis.call('HSET', jk, 'state', 'waiting_children')
       redis.call('ZADD', KEYS[6], now_ms, id)
     else
-      local seq = redis.call('INCR', KEYS[5]) % 4294967296
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], (tonumber(f[1]) or 0) * 4294967296 + seq, id)
+      redis.call('ZADD', KEYS[2], qsim_back_score(f[1], KEYS[5]), id)
       wake = true
     end
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'retried', 'job', id)
