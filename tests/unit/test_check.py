@@ -6,14 +6,14 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import qsim.cli.run as cli_run
+import qsim.analysis.compare as compare_module
 from qsim.analysis.check import DEFAULT_TOLERANCES, Tolerance, check, check_document, dead_fixed_by_draws, \
     load_tolerances
+from qsim.analysis.compare import compare_summaries
 from qsim.cli import main
 from qsim.errors import ToleranceError
 from qsim.model import simulate
@@ -137,12 +137,12 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Replace the engine run of ``qsim compare`` by the model's Summary, changed as the test says."""
     state: dict[str, Any] = {"changes": {}, "ran": 0}
 
-    def engine(args: Any, scenario: Any, url: str) -> Any:
+    def fake_compare(scenario: Any, url: Any, *, seed: Any = None, max_jobs: Any = None, **_: Any) -> Any:
         state["ran"] += 1
-        summary = simulate(scenario, seed=args.seed, max_jobs=args.jobs).summary
-        return SimpleNamespace(summary=engine_like(summary, **state["changes"]))
+        model = simulate(scenario, seed=seed, max_jobs=max_jobs).summary
+        return compare_summaries(model, engine_like(model, **state["changes"]))
 
-    monkeypatch.setattr(cli_run, "_engine", engine)
+    monkeypatch.setattr(compare_module, "compare", fake_compare)
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # never used: the engine is the stand-in
     return state
 
