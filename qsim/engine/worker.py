@@ -163,6 +163,8 @@ class Worker:
         self._emitter = Emitter()
         self._hooks: list[AttemptHook] = []
         self._run: _Run | None = None
+        self._starting: asyncio.Event | None = None  # set while run() connects; close() then waits on it
+        self._close_early: float | None = None  # a close() asked for while run() was still connecting
         self._exit_code = EXIT_DRAINED
         self._processed = 0
 
@@ -231,19 +233,27 @@ class Worker:
         Raises:
             RedisUnavailable: Redis cannot be reached at start.
         """
-        if self._run is not None:
+        if self._run is not None or self._starting is not None:
             raise RuntimeError("this worker is already running")
         s = self.settings
+        self._starting, self._close_early = asyncio.Event(), None
         client = connect_async(s.redis, socket_connect_timeout=5.0, socket_keepalive=True)
         run = _Run(self, client)
         try:
             await client.ping()
-        except REDIS_ERRORS as e:
+            await check_eviction_policy(client, s.redis)
+        except BaseException as e:
             await client.aclose()
-            raise RedisUnavailable(f"cannot reach Redis at {display_url(s.redis)}: {e}") from e
-        await check_eviction_policy(client, s.redis)
+            if isinstance(e, REDIS_ERRORS):
+                raise RedisUnavailable(f"cannot reach Redis at {display_url(s.redis)}: {e}") from e
+            raise
+        finally:
+            self._starting.set()
+            self._starting = None
         self._run = run
         self._exit_code = EXIT_DRAINED
+        if self._close_early is not None:
+            self._request_close(run, self._close_early)
         loop = asyncio.get_running_loop()
         signals = self._install_signals(loop)
         side = self._side_tasks(run)
@@ -271,10 +281,14 @@ class Worker:
     async def close(self, timeout: float | None = None) -> int:
         """Stop fetching, wait up to ``timeout`` s (default ``shutdown_grace``) for
         active jobs, hand back the rest; returns the exit code once ``run()`` ended."""
+        grace = self.settings.shutdown_grace if timeout is None else timeout
+        if self._run is None and self._starting is not None:  # run() is still connecting: stop right after
+            self._close_early = grace
+            await self._starting.wait()
         run = self._run
         if run is None:
             return self._exit_code
-        self._request_close(run, self.settings.shutdown_grace if timeout is None else timeout)
+        self._request_close(run, grace)
         await run.finished.wait()
         return self._exit_code
 

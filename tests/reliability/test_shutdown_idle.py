@@ -79,3 +79,28 @@ def test_a_stop_while_a_fetch_is_in_flight_hands_the_fetched_job_back(
         await q.close()
 
     asyncio.run(main())
+
+
+def test_a_close_while_run_is_still_connecting_stops_the_worker_once_it_has_started(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q-early", redis=redis_url)
+        await q.add("t", {}, job_id="waiting")
+        ran: list[str] = []
+
+        async def handler(job: Job) -> None:
+            ran.append(job.id)
+
+        w = Worker("q-early", handler, redis=redis_url, handle_signals=False)
+        # Given run() has begun but has not yet reached Redis
+        task = asyncio.ensure_future(w.run())
+        await asyncio.sleep(0)
+        # When close() comes at once
+        async with asyncio.timeout(5):
+            code = await w.close()
+            await task
+        # Then run() ends by itself with the normal exit code, holding no job
+        assert code == 0 and task.result() == 0
+        assert w.active == 0
+        await q.close()
+
+    asyncio.run(main())
