@@ -57,13 +57,14 @@ def test_bullmq5_round_trip(redis_url: str, capsys: pytest.CaptureFixture[str]) 
     assert main(["calibrate", "--from", "bullmq", "--redis", redis_url, "--queue", "A", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     fits = doc["fits"]
-    # Then each type's service mean is within 5% of the truth (and 3% of what the worker drew)
+    # Then each type's service mean is within 3% (or 3 ms: Node's timers overshoot on a busy machine) of
+    # what the worker drew, and within 12% of the truth (~110 draws of a cv 0.3 gamma: 4 standard errors)
     jobs = cal.from_bullmq(redis_url, "A").measured.jobs
     for name, spec in SERVICE.items():
         mean = fits[name]["service"]["mean"]
-        assert mean == pytest.approx(spec["mean"], rel=0.05), (name, fits[name])
         ids = list(jobs.loc[jobs["type"] == name, "job_id"])
-        assert mean == pytest.approx(slept(redis_url, "A", ids), rel=0.03)
+        assert mean == pytest.approx(slept(redis_url, "A", ids), rel=0.03, abs=0.003), (name, fits[name])
+        assert mean == pytest.approx(spec["mean"], rel=0.12), (name, fits[name])
     # and each arrival rate within 3% (the burst's is fixed; the Poisson type's: the rate its sample realized)
     assert fits["bulk"]["arrival"] == {"kind": "burst", "rate": pytest.approx(20.0, rel=0.03), "size": 10}
     n_cut = int((jobs["type"] == "cut").sum())
