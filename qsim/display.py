@@ -17,9 +17,6 @@ from typing import Any
 
 __all__ = ["escape", "num", "para", "table", "bullets", "page", "summary_line", "summary_html"]
 
-_CELL = "padding:2px 8px"
-_STYLE = {"th": f"{_CELL};text-align:left", "num": f"{_CELL};text-align:right", "text": f"{_CELL};text-align:left"}
-
 
 def escape(x: Any) -> str:
     """``x`` as text that is safe inside HTML (``<``, ``&`` and quotes escaped)."""
@@ -48,29 +45,22 @@ def para(text: str, *, bold: str = "") -> str:
     return f"<p>{lead}{' ' if lead and text else ''}{escape(text)}</p>"
 
 
-def _cell(tag: str, value: Any, style: str | None = None) -> str:
-    text = value if isinstance(value, str) else num(value)
-    numeric = not isinstance(value, str) or _looks_numeric(value)
-    return f'<{tag} style="{style or _STYLE["num" if numeric else "text"]}">{escape(text)}</{tag}>'
-
-
-def _looks_numeric(text: str) -> bool:
-    head = text.strip().lstrip("-+±x×").replace(",", "")
-    return bool(head) and (head[0].isdigit() or head in ("-", "inf"))
+def _cell(value: Any) -> str:
+    return f"<td>{escape(value if isinstance(value, str) else num(value))}</td>"
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[Any]], *, bold: Iterable[int] = ()) -> str:
     """An HTML table: ``head`` then one row per item of ``rows`` (row numbers in ``bold`` in bold).
 
-    Cells that are numbers go through :func:`num`; text is escaped; numbers align right.
+    Cells that are numbers go through :func:`num`; text is escaped. The look is the notebook's own table style.
     """
     strong = set(bold)
-    out = ['<table style="border-collapse:collapse"><thead><tr>']
-    out += [f'<th style="{_STYLE["th"]}">{escape(h)}</th>' for h in head]
+    out = ["<table><thead><tr>"]
+    out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
     for i, row in enumerate(rows):
         out.append('<tr style="font-weight:bold">' if i in strong else "<tr>")
-        out += [_cell("td", value) for value in row]
+        out += [_cell(value) for value in row]
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)
@@ -105,7 +95,8 @@ def summary_html(summary: Mapping[str, Any], *, title: str, notes: Sequence[str]
     jobs = summary.get("jobs", {})
     counts = ", ".join(f"{num(jobs.get(k))} {k}" for k in ("arrived", "completed", "dead", "unfinished", "lost",
                                                           "failed_attempts", "stalled") if k in jobs)
-    head = (f"throughput {num(summary.get('throughput'))}/s, utilization {num(summary.get('utilization'))}; "
+    u = summary.get("utilization")
+    head = (f"throughput {num(summary.get('throughput'))}/s, utilization {num(u) if u is None else f'{u:.1%}'}; "
             f"jobs: {counts}")
     cols = ["", "completed", "dead", "wait p50 (s)", "wait p95 (s)", "wait p99 (s)", "latency p50 (s)",
             "latency p95 (s)", "latency p99 (s)"]
