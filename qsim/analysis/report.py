@@ -129,7 +129,7 @@ class PlanResult(dict[str, Any]):
     def _repr_html_(self) -> str:
         paths = list(self.get("vary", {}))
         best = self.get("recommended")
-        lead = para(f"{_params(best)}   SLO: {' and '.join(self.get('slo', []))}{self._how()}", bold="Recommended:")
+        lead = para(f"{_params(best)} · SLO: {' and '.join(self.get('slo', []))}{self._how()}", bold="Recommended:")
         nxt = para("; ".join(_params(p) for p in self["next"]), bold="Next:") if self.get("next") else ""
         head = ["meets"] + self._headers() + self.shown_metrics() + (["cost"] if self.get("minimize") else []) \
             + ["runs"]
