@@ -29,9 +29,17 @@ import pandas as pd
 from qsim.records import Records
 
 __all__ = ["summarize", "stats", "STAT_KEYS", "StreamStat", "StreamCounts", "summarize_streams",
-           "STREAM_REL_ERROR", "Summary", "Stats", "JobCounts", "TypeSummary", "QueueSummary"]
+           "STREAM_REL_ERROR", "Summary", "Stats", "JobCounts", "TypeSummary", "QueueSummary", "field_value"]
 
 STAT_KEYS = ("mean", "p50", "p95", "p99", "max")
+
+
+def field_value(summary: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` of a Summary, e.g. ``wait.p95`` (None when absent)."""
+    node: Any = summary
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
 
 
 # The JSON contract (DESIGN.md), spelled out for editors and type checkers. At run time a

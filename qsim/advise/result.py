@@ -11,7 +11,6 @@ the key figures that moved between two of them (what ``--watch`` prints).
 from __future__ import annotations
 
 import dataclasses
-import html
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ from typing import Any
 from qsim.advise.capacity import Shutdown
 from qsim.analysis.report import PlanResult
 from qsim.calibrate.report import Calibration
+from qsim.display import bullets, page, para
 from qsim.errors import CalibrationError
 from qsim.scenario import Scenario
 
@@ -208,14 +208,8 @@ class Advice:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        e = html.escape
-        parts = [f"<p><b>{e(self.headline())}</b></p>",
-                 f"<p>{e(self._measured_line())}<br>{e(self._predicted_line())}<br>shutdown: "
-                 f"{e(str(self.shutdown))}</p>",
-                 self.calibration.table().to_html(index=False, na_rep="-", border=0)]
-        if self.warnings:
-            parts.append("<ul>" + "".join(f"<li>{e(w)}</li>" for w in self.warnings) + "</ul>")
-        return "\n".join(parts)
+        return page(para("", bold=self.headline()), para(self._measured_line()), para(self._predicted_line()),
+                    para(str(self.shutdown), bold="shutdown:"), self.calibration.html_table(), bullets(self.warnings))
 
 
 class _Planned(Calibration):

@@ -53,10 +53,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
-from qsim.analysis.compare import field_value
 from qsim.errors import ToleranceError
 from qsim.scenario import Scenario
-from qsim.summary import Summary
+from qsim.summary import Summary, field_value
 
 __all__ = ["Tolerance", "Verdict", "DEFAULT_TOLERANCES", "load_tolerances", "check", "check_document",
            "dead_fixed_by_draws", "summary_paths", "quantities_of", "unit_of"]

@@ -1,8 +1,9 @@
 """Model and engine side by side: the same Summary fields, and their ratios.
 
 :func:`compare` / ``await`` :func:`compare_async` run a scenario on both and
-return the ``qsim compare --json`` document; :func:`compare_summaries` builds
-it from two Summaries.
+return the ``qsim compare --json`` document as a :class:`Comparison` (a dict
+that shows as a table in Jupyter); :func:`compare_summaries` builds it from
+two Summaries, and :meth:`Comparison.checked` adds the ``--check`` verdicts.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from qsim.scenario import Scenario
+import pandas as pd
 
-__all__ = ["RATIO_FIELDS", "ratios", "compare_summaries", "field_value", "compare", "compare_async"]
+from qsim.analysis.check import Tolerance, check, check_document, unit_of
+from qsim.display import num, page, para, table
+from qsim.scenario import Scenario
+from qsim.summary import field_value
+
+__all__ = ["RATIO_FIELDS", "KEY_FIELDS", "ratios", "compare_summaries", "field_value", "compare", "compare_async",
+           "Comparison"]
 
 #: Summary fields compared, as dotted paths.
 RATIO_FIELDS = (
@@ -26,12 +33,9 @@ RATIO_FIELDS = (
 )
 
 
-def field_value(summary: Mapping[str, Any], path: str) -> Any:
-    """The value at a dotted ``path`` of a Summary (None when absent)."""
-    node: Any = summary
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
+#: The figures a reader looks at first, in this order (then the rest of :data:`RATIO_FIELDS`).
+KEY_FIELDS = ("throughput", "wait.p50", "wait.p95", "latency.p50", "latency.p95",
+              "jobs.completed", "jobs.dead", "jobs.lost", "jobs.unfinished")
 
 
 def ratios(model: Mapping[str, Any], engine: Mapping[str, Any]) -> dict[str, float | None]:
@@ -43,14 +47,90 @@ def ratios(model: Mapping[str, Any], engine: Mapping[str, Any]) -> dict[str, flo
     return out
 
 
-def compare_summaries(model: Mapping[str, Any], engine: Mapping[str, Any]) -> dict[str, Any]:
+def compare_summaries(model: Mapping[str, Any], engine: Mapping[str, Any]) -> Comparison:
     """The ``qsim compare --json`` document: ``{"model", "engine", "ratios"}``."""
-    return {"model": model, "engine": engine, "ratios": ratios(model, engine)}
+    return Comparison({"model": model, "engine": engine, "ratios": ratios(model, engine)})
+
+
+class Comparison(dict[str, Any]):
+    """The ``qsim compare --json`` document (``model``, ``engine``, ``ratios`` and, once checked, ``check``).
+
+    A plain dict to JSON; ``repr`` is one line of the key figures and, in
+    Jupyter, a table: model and engine side by side with engine/model and,
+    when checked, the tolerance and the verdict of each quantity.
+    """
+
+    def checked(self, tolerances: Mapping[str, Tolerance] | None = None, *,
+                scenario: Scenario | None = None) -> Comparison:
+        """A copy with the ``check`` part of ``qsim compare --check`` (see :func:`qsim.analysis.check.check`)."""
+        rows = check(self["model"], self["engine"], tolerances, scenario=scenario)
+        return Comparison({**self, "check": check_document(rows)})
+
+    @property
+    def passed(self) -> bool | None:
+        """Whether every checked quantity is within tolerance (None: not checked)."""
+        return None if "check" not in self else bool(self["check"]["passed"])
+
+    def quantities(self) -> list[str]:
+        """The rows of the table: the key figures, the other ratios, the checked extras, then per type and queue."""
+        checked = [q["quantity"] for q in self.get("check", {}).get("quantities", [])]
+        per = [f"by_type.{t}.{w}.p95" for t in self["model"].get("by_type", {}) for w in ("wait", "latency")]
+        per += [f"by_queue.{q}.{k}" for q in self["model"].get("by_queue", {}) for k in ("wait.p95", "max_depth")]
+        extra = [q for q in checked if q not in per]
+        return list(dict.fromkeys([*KEY_FIELDS, *RATIO_FIELDS, *extra, *per]))
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame: quantity, model, engine, engine/model, tolerance, verdict."""
+        verdicts = {q["quantity"]: q for q in self.get("check", {}).get("quantities", [])}
+        rows = []
+        for path in self.quantities():
+            m, e = field_value(self["model"], path), field_value(self["engine"], path)
+            if m is None and e is None and path not in verdicts:
+                continue
+            v = verdicts.get(path)
+            ratio = e / m if isinstance(m, (int, float)) and isinstance(e, (int, float)) and m else None
+            tol = "" if v is None else "-" if v["verdict"] == "skip" else \
+                Tolerance(v["rel"], v["abs"]).describe(unit_of(path))
+            rows.append({"quantity": path, "model": m, "engine": e, "engine/model": ratio, "tolerance": tol,
+                         "verdict": "" if v is None else v["verdict"] + (f" ({v['note']})" if v["note"] else "")})
+        return pd.DataFrame(rows, columns=["quantity", "model", "engine", "engine/model", "tolerance", "verdict"])
+
+    def verdict_line(self) -> str:
+        """``check passed: 8 of 8 quantities within tolerance``, the failures, or that it was not checked."""
+        if "check" not in self:
+            return "not checked (.checked() or qsim compare --check gives a verdict per quantity)"
+        doc = self["check"]
+        n = sum(q["verdict"] != "skip" for q in doc["quantities"])
+        if doc["passed"]:
+            return f"check passed: {n} of {n} quantities within tolerance"
+        return f"check FAILED: {len(doc['failed'])} of {n} out of tolerance: {', '.join(doc['failed'])}"
+
+    def _title(self) -> str:
+        m = self["model"]
+        return f"{m.get('scenario', '?')} (seed {m.get('seed', '?')}): model vs engine"
+
+    def __repr__(self) -> str:
+        def pair(path: str, unit: str) -> str:
+            m, e = field_value(self["model"], path), field_value(self["engine"], path)
+            r = self["ratios"].get(path)
+            return f"{path} {num(m)} vs {num(e)}{unit}" + ("" if r is None else f" (x{r:.3g})")
+
+        figures = ", ".join([pair("throughput", "/s"), pair("wait.p95", " s"), pair("latency.p95", " s")])
+        lost = field_value(self["engine"], "jobs.lost")
+        check_text = "" if "check" not in self else "; " + self.verdict_line().split(":")[0]
+        return f"Comparison({self._title()}: {figures}; engine lost {num(lost)}{check_text})"
+
+    def _repr_html_(self) -> str:
+        f = self.frame()
+        bad = [i for i, v in enumerate(f["verdict"]) if v.startswith("fail")]
+        lost = field_value(self["engine"], "jobs.lost")
+        lead = para(self.verdict_line() + f"; engine lost {num(lost)} job(s)", bold=self._title() + ":")
+        return page(lead, table(list(f.columns), f.itertuples(index=False, name=None), bold=bad))
 
 
 async def compare_async(scenario: Scenario | str | Path | None, redis_url: str | None = None, *,
                         seed: int | None = None, max_jobs: int | None = None, drain_timeout: float | None = None,
-                        progress: Callable[[float], None] | None = None, keep: bool = False) -> dict[str, Any]:
+                        progress: Callable[[float], None] | None = None, keep: bool = False) -> Comparison:
     """Run ``scenario`` on the model and on the engine; the ``qsim compare --json`` document.
 
     ``await compare_async("workshop")`` in a notebook. The model runs first (in
@@ -92,7 +172,7 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
 
 def compare(scenario: Scenario | str | Path | None, redis_url: str | None = None, *, seed: int | None = None,
             max_jobs: int | None = None, drain_timeout: float | None = None,
-            progress: Callable[[float], None] | None = None, keep: bool = False) -> dict[str, Any]:
+            progress: Callable[[float], None] | None = None, keep: bool = False) -> Comparison:
     """:func:`compare_async` from sync code (inside a running event loop it runs in a worker thread)."""
     from qsim.harness.aio import run_sync
 

@@ -7,6 +7,8 @@ as the last expression of a cell, the CLI saves it with ``fig.savefig``.
 - :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time`,
   :func:`service_time_tail` and :func:`drain_times` read one run's records;
   :func:`starts_over_time` reads the attempts of one run or several side by side;
+  :func:`quantile_comparison` draws the wait and latency quantiles of several
+  runs (model and engine) side by side;
 - :func:`sweep_metric` and :func:`model_vs_theory` read the points of
   :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
@@ -36,7 +38,7 @@ from qsim.errors import TheoryNotApplicable
 from qsim.scenario import Scenario
 
 __all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
-           "starts_over_time", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
+           "starts_over_time", "quantile_comparison", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
            "NOTEBOOK_DPI", "set_notebook_dpi"]
 
 Point = Mapping[str, Any]
@@ -89,6 +91,52 @@ def wait_distribution(jobs: pd.DataFrame, *, warmup: float = 0.0, title: str = "
     ax.set_ylim(0, 1.01)
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def quantile_comparison(runs: Mapping[str, pd.DataFrame], *, warmup: float = 0.0,
+                        levels: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99),
+                        reference: str | None = None, title: str = "Wait and latency quantiles") -> Figure:
+    """The wait (enqueue -> first start) and latency (enqueue -> success) quantiles of several runs.
+
+    ``runs`` maps a label (``model``, ``engine``...) to a run's jobs; jobs
+    enqueued before ``warmup`` are left out, as in the Summary. Two panels,
+    quantile level on x; seconds on y (log), or with ``reference`` (one of the
+    labels) each run's quantile minus the reference's, in milliseconds: how far
+    the runs disagree at each quantile.
+    """
+    if not levels or not all(0.0 < q < 1.0 for q in levels):
+        raise ValueError(f"levels must be in (0, 1), got {list(levels)}")
+    if reference is not None and reference not in runs:
+        raise ValueError(f"reference must be one of {list(runs)}, got {reference!r}")
+    qs = np.asarray(sorted(levels))
+    curves: dict[str, dict[str, np.ndarray]] = {}
+    for label, jobs in runs.items():
+        kept = jobs[jobs["enqueued"] >= warmup]
+        done = kept[kept["outcome"] == "completed"]
+        values = {"wait": (kept["started"] - kept["enqueued"]).dropna().to_numpy(float),
+                  "latency": (done["finished"] - done["enqueued"]).to_numpy(float)}
+        curves[label] = {what: np.quantile(x, qs) if x.size else np.full(qs.size, np.nan) for what, x in values.items()}
+    fig = Figure(figsize=(9, 3.6))
+    axes = fig.subplots(1, 2)
+    for ax, what in zip(axes, ("wait", "latency")):
+        for label, curve in curves.items():
+            if reference is None:
+                ax.plot(100 * qs, curve[what], marker="o", markersize=3, label=label)
+            elif label != reference:
+                ax.plot(100 * qs, 1e3 * (curve[what] - curves[reference][what]), marker="o", markersize=3,
+                        label=label)
+        if reference is None:
+            ax.set_yscale("symlog", linthresh=1e-3)
+            ax.set_ylabel(f"{what} (s)")
+        else:
+            ax.axhline(0.0, color="grey", linewidth=0.8, label=reference)
+            ax.set_ylabel(f"{what} minus {reference}'s (ms)")
+        ax.set_xlabel("quantile (%)")
+        ax.set_title(what)
+        ax.legend(loc="best", fontsize="small")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 

@@ -9,11 +9,11 @@ row per point with ``p95_wait 1.42 ± 0.08`` style figures).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from typing import Any
 
 from qsim.analysis.runlength import MIN_TAIL_JOBS
+from qsim.display import bullets, page, para, table
 
 __all__ = ["PlanResult", "figure"]
 
@@ -128,24 +128,17 @@ class PlanResult(dict[str, Any]):
 
     def _repr_html_(self) -> str:
         paths = list(self.get("vary", {}))
-        metrics = self.shown_metrics()
         best = self.get("recommended")
-        e = html.escape
-        parts = [f"<p><b>Recommended:</b> {e(_params(best))} &nbsp; <b>SLO:</b> "
-                 f"{e(' and '.join(self.get('slo', [])))}{e(self._how())}</p>"]
-        if self.get("next"):
-            parts.append("<p><b>Next:</b> " + "; ".join(e(_params(p)) for p in self["next"]) + "</p>")
-        head = ["meets"] + self._headers() + metrics + (["cost"] if self.get("minimize") else []) + ["runs"]
-        parts.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>")
-        for p in self["points"]:
+        lead = para(f"{_params(best)} · SLO: {' and '.join(self.get('slo', []))}{self._how()}", bold="Recommended:")
+        nxt = para("; ".join(_params(p) for p in self["next"]), bold="Next:") if self.get("next") else ""
+        head = ["meets"] + self._headers() + self.shown_metrics() + (["cost"] if self.get("minimize") else []) \
+            + ["runs"]
+        rows, chosen = [], []
+        for i, p in enumerate(self["points"]):
             star = " ★" if best is not None and p["params"] == best else ""
-            cells = [self._verdict(p) + star] + [str(p["params"][k]) for k in paths] + self._cells(p)
+            cells: list[object] = [self._verdict(p) + star, *(p["params"][k] for k in paths), *self._cells(p)]
             if self.get("minimize"):
                 cells.append(f"{p['cost']:.4g}")
-            cells.append(str(p.get("replications", 1)))
-            style = ' style="font-weight:bold"' if star else ""
-            parts.append(f"<tr{style}>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>")
-        parts.append("</tbody></table>")
-        parts += [f"<p>{e(note)}</p>" for note in self.notes()]
-        return "".join(parts)
-
+            rows.append(cells + [p.get("replications", 1)])
+            chosen += [i] if star else []
+        return page(lead, nxt, table(head, rows, bold=chosen), bullets(self.notes()))

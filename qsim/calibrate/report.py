@@ -9,7 +9,6 @@ commented TOML (with the empirical and trace CSVs beside it).
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from qsim.calibrate.plots import write_plots
 from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.service import ServiceFit
 from qsim.calibrate.typefit import TypeFit
+from qsim.display import bullets, page, para, table
 from qsim.scenario import Scenario
 from qsim.scenario_toml import write_toml
 
@@ -213,14 +213,15 @@ class Calibration:
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
+    def html_table(self) -> str:
+        """:meth:`table` as HTML, in qsim's display style."""
+        df = self.table()
+        return table(list(df.columns), df.astype(object).itertuples(index=False, name=None))
+
     def _repr_html_(self) -> str:
-        parts = [f"<p><b>{html.escape(self._summary_line())}</b></p>",
-                 self.table().to_html(index=False, na_rep="-", border=0),
-                 f"<p>{html.escape(self._pools_line())}<br>{html.escape(self._engine_line())}<br>"
-                 f"{html.escape(self._measured_line())}</p>"]
-        if self.warnings:
-            parts.append("<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings) + "</ul>")
-        return "\n".join(parts)
+        return page(para("", bold=self._summary_line()), self.html_table(),
+                    para(self._engine_line()), para(self._measured_line()), para(self._pools_line()),
+                    bullets(self.warnings))
 
 
 def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:

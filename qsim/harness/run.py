@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import redis.asyncio
 
+from qsim.display import summary_html, summary_line
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
 from qsim.errors import HarnessError, NotSupportedError, QsimError
 from qsim.harness.aio import run_sync
@@ -65,7 +66,22 @@ class EngineResult:
 
     @property
     def jobs(self) -> pd.DataFrame:
+        """The per-job records (``records.jobs``)."""
         return self.records.jobs
+
+    def notes(self) -> list[str]:
+        """What a reader should know beside the figures: jobs left when the drain timed out."""
+        return [f"queue {q}: {', '.join(f'{n} {state}' for state, n in states.items())} when the "
+                f"{self.drain_timeout:g} s drain timeout ran out" for q, states in self.unsettled.items()]
+
+    def __repr__(self) -> str:
+        s = self.summary
+        unsettled = f", {len(self.unsettled)} queue(s) unsettled" if self.unsettled else ""
+        return f"EngineResult({s['scenario']!r}, seed {s['seed']}: {summary_line(s)}{unsettled})"
+
+    def _repr_html_(self) -> str:
+        s = self.summary
+        return summary_html(s, title=f"Engine run of {s['scenario']} (seed {s['seed']})", notes=self.notes())
 
 
 def check_supported(scenario: Scenario) -> None:

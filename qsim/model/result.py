@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qsim.display import summary_html, summary_line
 from qsim.errors import QsimError
 from qsim.records import Records, attempts_frame
 from qsim.scenario import Scenario
@@ -81,6 +82,14 @@ class ModelResult:
     def timeseries(self) -> pd.DataFrame:
         """Queue depth and active jobs per queue over time (see :mod:`qsim.model.timeseries`)."""
         return self._kept("timeseries").extra["timeseries"]
+
+    def __repr__(self) -> str:
+        kept = "" if self.records is not None else ", records not kept"
+        return f"ModelResult({self.scenario.name!r}, seed {self.seed}: {summary_line(self.summary)}{kept})"
+
+    def _repr_html_(self) -> str:
+        notes = [] if self.records is not None else ["records not kept (records=False): only the Summary"]
+        return summary_html(self.summary, title=f"Model run of {self.scenario.name} (seed {self.seed})", notes=notes)
 
 
 def core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:

@@ -278,3 +278,31 @@ def test_set_notebook_dpi_sets_the_dpi_of_figures_made_afterwards() -> None:
         assert plots.starts_over_time(attempts).dpi == 50
         with pytest.raises(ValueError, match="dpi"):
             plots.set_notebook_dpi(0)
+
+
+def test_quantile_comparison_draws_quantiles_or_differences_from_a_reference() -> None:
+    # Given the same scenario with no overhead and with 5 ms in each slot (jobs enqueued before warmup left out)
+    plain = simulate(mmc(3))
+    slow = mmc(3)
+    slow = Scenario.from_dict({**slow.to_dict(), "engine": {"ack_overhead": 0.005}})
+    runs = {"plain": plain.jobs, "slow": simulate(slow).jobs}
+    levels = (0.5, 0.9)
+    # When both are drawn as quantiles, and as differences from `plain`
+    fig = plots.quantile_comparison(runs, warmup=20.0, levels=levels)
+    diff = plots.quantile_comparison(runs, warmup=20.0, levels=levels, reference="plain")
+    # Then each panel has a line per run at the quantile levels, with the run's own quantiles
+    wait_ax, latency_ax = fig.axes
+    kept = plain.jobs[(plain.jobs["enqueued"] >= 20.0) & (plain.jobs["outcome"] == "completed")]
+    lat = (kept["finished"] - kept["enqueued"]).to_numpy(float)
+    assert [line.get_label() for line in latency_ax.lines] == ["plain", "slow"]
+    assert list(latency_ax.lines[0].get_xdata()) == [50.0, 90.0]
+    assert np.allclose(latency_ax.lines[0].get_ydata(), np.quantile(lat, levels))
+    assert wait_ax.get_title() == "wait"
+    # and the differences are in ms, the reference a zero line: the slow run's latency is later
+    d = diff.axes[1]
+    assert [line.get_label() for line in d.lines] == ["slow", "plain"]
+    assert all(y > 0 for y in d.lines[0].get_ydata()) and "ms" in d.get_ylabel()
+    with pytest.raises(ValueError, match="reference must be one of"):
+        plots.quantile_comparison(runs, reference="engine")
+    with pytest.raises(ValueError, match="levels"):
+        plots.quantile_comparison(runs, levels=(0.5, 1.0))
