@@ -11,7 +11,11 @@ part whatever parts it has. When there is nothing to send and no job can be
 fetched, the pipeline blocks on the queues' marker lists (BLPOP) until
 ``add`` (or a retry, a promotion, a stalled-job recovery) pushes to one:
 no sleep-polling; when every queue with work waits for its rate limit it
-waits exactly the delay the fetch returned.
+waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
+its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
+wait with a deadline (a keyed rate window reopening, a delayed job due)
+blocks until :data:`BLPOP_SLACK` before it and sleeps the rest here
+(:func:`blpop_timeout`): the job starts on time, as the model has it.
 
 Several queues: one ``fetch`` script call chooses among them by ``policy``
 (``priority`` / ``ordered`` / ``wrr``) and honours each queue's concurrency
@@ -53,11 +57,29 @@ from qsim.engine.protocol import (
 from qsim.engine.scripts import REDIS_ERRORS, Call, Op, run_calls_async
 from qsim.engine.settings import WorkerSettings
 
-__all__ = ["Pipeline", "Batch", "by_queue"]
+__all__ = ["Pipeline", "Batch", "by_queue", "blpop_timeout", "BLPOP_SLACK"]
 
 logger = logging.getLogger(__name__)
 
 _PROMOTE_EVERY = 0.05
+#: How late Redis may end a BLPOP's timeout: one tick of its clock at the default ``hz 10``.
+BLPOP_SLACK = 0.1
+#: The shortest BLPOP timeout Redis takes (0 would block forever).
+_MIN_BLPOP = 0.001
+
+
+def blpop_timeout(timeout: float, *, deadline: bool) -> float:
+    """The BLPOP timeout for a wait of ``timeout`` s; 0: no BLPOP, sleep the wait.
+
+    Without a ``deadline`` (the wait is only the longest idle block) Redis's
+    late end does not matter: the BLPOP takes all of it. With one, the BLPOP is
+    asked to end :data:`BLPOP_SLACK` early, so that even late it ends in time
+    for a local sleep to end the wait on time; a wait that short is all sleep.
+    """
+    if not deadline:
+        return max(_MIN_BLPOP, round(timeout, 3))
+    blocking = round(timeout - BLPOP_SLACK, 3)
+    return blocking if blocking >= _MIN_BLPOP else 0.0
 _MAX_RECONNECT_DELAY = 5.0
 _FINAL_FLUSH_TIMEOUT = 10.0
 
@@ -192,7 +214,7 @@ class Pipeline:
                     wait = min(s.block_timeout, self._next_due - now)
                     if now < self._rate_until:
                         wait = min(wait, self._rate_until - now)
-                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait)))
+                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait), deadline=wait < s.block_timeout))
                 out.wake.clear()
                 await out.wake.wait()
                 continue
@@ -265,13 +287,19 @@ class Pipeline:
             self._inflight -= 1
             self.outbox.wake.set()
 
-    async def _block(self, timeout: float) -> None:
-        """Wait for a push to the markers of the queues not held back by their rate limit."""
-        held = self._rate_held if asyncio.get_running_loop().time() < self._rate_until else set()
+    async def _block(self, timeout: float, *, deadline: bool = False) -> None:
+        """Wait for a push to the markers of the queues not held back by their rate limit, at most
+        ``timeout`` s (to the ms when it ends at a ``deadline``: see :func:`blpop_timeout`)."""
+        loop = asyncio.get_running_loop()
+        held = self._rate_held if loop.time() < self._rate_until else set()
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
         try:
             if markers:
-                await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
+                end = loop.time() + timeout
+                blocking = blpop_timeout(timeout, deadline=deadline)
+                pushed = await self.client.blpop(markers, timeout=blocking) if blocking else None
+                if pushed is None and deadline and end > loop.time():
+                    await asyncio.sleep(end - loop.time())
             else:  # every queue waits for its rate limit: nothing to block on until then
                 await asyncio.sleep(timeout)
         except asyncio.CancelledError:
