@@ -13,9 +13,9 @@ fetched, the pipeline blocks on the queues' marker lists (BLPOP) until
 no sleep-polling; when every queue with work waits for its rate limit it
 waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
 its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
-wait with a deadline (a keyed rate window reopening, a delayed job due)
-blocks until :data:`BLPOP_SLACK` before it and sleeps the rest here
-(:func:`blpop_timeout`): the job starts on time, as the model has it.
+block that ends at a deadline (a keyed rate window reopening, a delayed job
+due) also sets a local timer that wakes the loop on time, while the BLPOP
+runs out still listening for new jobs.
 
 Several queues: one ``fetch`` script call chooses among them by ``policy``
 (``priority`` / ``ordered`` / ``wrr``) and honours each queue's concurrency
@@ -57,29 +57,11 @@ from qsim.engine.protocol import (
 from qsim.engine.scripts import REDIS_ERRORS, Call, Op, run_calls_async
 from qsim.engine.settings import WorkerSettings
 
-__all__ = ["Pipeline", "Batch", "by_queue", "blpop_timeout", "BLPOP_SLACK"]
+__all__ = ["Pipeline", "Batch", "by_queue"]
 
 logger = logging.getLogger(__name__)
 
 _PROMOTE_EVERY = 0.05
-#: How late Redis may end a BLPOP's timeout: one tick of its clock at the default ``hz 10``.
-BLPOP_SLACK = 0.1
-#: The shortest BLPOP timeout Redis takes (0 would block forever).
-_MIN_BLPOP = 0.001
-
-
-def blpop_timeout(timeout: float, *, deadline: bool) -> float:
-    """The BLPOP timeout for a wait of ``timeout`` s; 0: no BLPOP, sleep the wait.
-
-    Without a ``deadline`` (the wait is only the longest idle block) Redis's
-    late end does not matter: the BLPOP takes all of it. With one, the BLPOP is
-    asked to end :data:`BLPOP_SLACK` early, so that even late it ends in time
-    for a local sleep to end the wait on time; a wait that short is all sleep.
-    """
-    if not deadline:
-        return max(_MIN_BLPOP, round(timeout, 3))
-    blocking = round(timeout - BLPOP_SLACK, 3)
-    return blocking if blocking >= _MIN_BLPOP else 0.0
 _MAX_RECONNECT_DELAY = 5.0
 _FINAL_FLUSH_TIMEOUT = 10.0
 
@@ -214,7 +196,8 @@ class Pipeline:
                     wait = min(s.block_timeout, self._next_due - now)
                     if now < self._rate_until:
                         wait = min(wait, self._rate_until - now)
-                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait), deadline=wait < s.block_timeout))
+                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait),
+                                                                    deadline=wait < s.block_timeout))
                 out.wake.clear()
                 await out.wake.wait()
                 continue
@@ -289,17 +272,14 @@ class Pipeline:
 
     async def _block(self, timeout: float, *, deadline: bool = False) -> None:
         """Wait for a push to the markers of the queues not held back by their rate limit, at most
-        ``timeout`` s (to the ms when it ends at a ``deadline``: see :func:`blpop_timeout`)."""
+        ``timeout`` s; when that is a ``deadline``, the loop is woken on time (see the module docstring)."""
         loop = asyncio.get_running_loop()
         held = self._rate_held if loop.time() < self._rate_until else set()
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
+        timer = loop.call_later(timeout, self._wake_to_fetch) if deadline and markers else None
         try:
             if markers:
-                end = loop.time() + timeout
-                blocking = blpop_timeout(timeout, deadline=deadline)
-                pushed = await self.client.blpop(markers, timeout=blocking) if blocking else None
-                if pushed is None and deadline and end > loop.time():
-                    await asyncio.sleep(end - loop.time())
+                await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
             else:  # every queue waits for its rate limit: nothing to block on until then
                 await asyncio.sleep(timeout)
         except asyncio.CancelledError:
@@ -309,6 +289,12 @@ class Pipeline:
             await asyncio.sleep(0.1)
         finally:
             self._blpop = None
+            if timer is not None:
+                timer.cancel()
+        self._wake_to_fetch()
+
+    def _wake_to_fetch(self) -> None:
+        """Have the loop promote and fetch now."""
         self._maybe_ready = True
         self._next_promote = 0.0
         self.outbox.wake.set()

@@ -9,7 +9,7 @@ import pytest
 
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
-from qsim.engine.pipeline import BLPOP_SLACK, Batch, blpop_timeout, by_queue
+from qsim.engine.pipeline import Batch, by_queue
 from qsim.engine.scripts import command
 
 
@@ -49,15 +49,3 @@ def test_results_are_grouped_by_queue_in_the_workers_order() -> None:
     assert [(k.queue, [j.id for j, _ in items]) for k, items in groups] == [("a", ["1"]), ("b", ["0", "2", "3"])]
     assert by_queue(keys[:1], jobs, lambda j: j) == [(keys[0], jobs)]
     assert by_queue(keys, [], lambda j: j) == []
-
-
-def test_a_wait_with_a_deadline_asks_redis_to_end_its_blpop_early() -> None:
-    # Given waits that end at a deadline (a rate window reopening, a delayed job due) and idle ones
-    # When their BLPOP timeouts are chosen
-    # Then an idle block is all BLPOP (never 0: that would block forever); a deadline's BLPOP ends
-    # BLPOP_SLACK early, since Redis ends it on its clock tick (up to 100 ms late), and a short one is all sleep
-    assert blpop_timeout(5.0, deadline=False) == 5.0
-    assert blpop_timeout(0.0002, deadline=False) == 0.001
-    assert blpop_timeout(0.3, deadline=True) == pytest.approx(0.3 - BLPOP_SLACK)
-    assert blpop_timeout(BLPOP_SLACK + 0.0004, deadline=True) == 0.0
-    assert blpop_timeout(0.05, deadline=True) == 0.0
