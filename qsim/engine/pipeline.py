@@ -11,7 +11,11 @@ part whatever parts it has. When there is nothing to send and no job can be
 fetched, the pipeline blocks on the queues' marker lists (BLPOP) until
 ``add`` (or a retry, a promotion, a stalled-job recovery) pushes to one:
 no sleep-polling; when every queue with work waits for its rate limit it
-waits exactly the delay the fetch returned.
+waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
+its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
+block that ends at a deadline (a keyed rate window reopening, a delayed job
+due) also sets a local timer that wakes the loop on time, while the BLPOP
+runs out still listening for new jobs.
 
 Several queues: one ``fetch`` script call chooses among them by ``policy``
 (``priority`` / ``ordered`` / ``wrr``) and honours each queue's concurrency
@@ -192,7 +196,8 @@ class Pipeline:
                     wait = min(s.block_timeout, self._next_due - now)
                     if now < self._rate_until:
                         wait = min(wait, self._rate_until - now)
-                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait)))
+                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait),
+                                                                    deadline=wait < s.block_timeout))
                 out.wake.clear()
                 await out.wake.wait()
                 continue
@@ -265,10 +270,13 @@ class Pipeline:
             self._inflight -= 1
             self.outbox.wake.set()
 
-    async def _block(self, timeout: float) -> None:
-        """Wait for a push to the markers of the queues not held back by their rate limit."""
-        held = self._rate_held if asyncio.get_running_loop().time() < self._rate_until else set()
+    async def _block(self, timeout: float, *, deadline: bool = False) -> None:
+        """Wait for a push to the markers of the queues not held back by their rate limit, at most
+        ``timeout`` s; when that is a ``deadline``, the loop is woken on time (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        held = self._rate_held if loop.time() < self._rate_until else set()
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
+        timer = loop.call_later(timeout, self._wake_to_fetch) if deadline and markers else None
         try:
             if markers:
                 await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
@@ -281,6 +289,12 @@ class Pipeline:
             await asyncio.sleep(0.1)
         finally:
             self._blpop = None
+            if timer is not None:
+                timer.cancel()
+        self._wake_to_fetch()
+
+    def _wake_to_fetch(self) -> None:
+        """Have the loop promote and fetch now."""
         self._maybe_ready = True
         self._next_promote = 0.0
         self.outbox.wake.set()

@@ -168,3 +168,57 @@ def test_a_worker_waiting_on_a_throttled_tenant_starts_another_tenants_new_job_a
         await q.close()
 
     asyncio.run(main())
+
+
+def test_a_keyed_window_that_reopens_starts_the_next_job_on_time_and_other_keys_at_once(redis_url: str) -> None:
+    # Given one tenant's 9 jobs under a keyed limit of 1 start per 0.3 s, and a worker with free slots
+    # (it waits for the key's window while listening for other keys' jobs: a BLPOP whose timeout Redis
+    # ends on its own clock tick, up to 100 ms late), and jobs of new tenants added every 0.11 s meanwhile
+    import asyncio
+
+    from engine_helpers import run_worker_until
+    from qsim.engine import AsyncQueue, Job, Worker
+
+    per, jobs, others = 0.3, 9, 12
+
+    async def main() -> tuple[list[float], dict[str, float], dict[str, float]]:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.set_rate_limit(1, per, key="tenant")
+        await q.add_bulk([("t", {"tenant": "a"}, {"job_id": f"a{i}"}) for i in range(jobs)])
+        started: list[float] = []
+        other_started: dict[str, float] = {}
+        added: dict[str, float] = {}
+
+        async def handler(job: Job) -> None:
+            now = asyncio.get_running_loop().time()
+            if job.id.startswith("a"):
+                started.append(now)
+            else:
+                other_started[job.id] = now
+
+        async def add_others() -> None:
+            await asyncio.sleep(0.05)
+            for i in range(others):
+                await asyncio.sleep(0.11)
+                added[f"b{i}"] = asyncio.get_running_loop().time()
+                await q.add("t", {"tenant": f"b{i}"}, job_id=f"b{i}")
+
+        w = Worker("q", handler, redis=redis_url, concurrency=4, handle_signals=False)
+        adding = asyncio.ensure_future(add_others())
+
+        async def done() -> bool:
+            return len(started) == jobs and len(other_started) == others
+
+        await run_worker_until(w, done, timeout=10.0)
+        await adding
+        await q.close()
+        return started, added, other_started
+
+    started, added, other_started = asyncio.run(main())
+    # When each window reopens, Then the next job starts within a few ms of it, not on Redis's next tick
+    lags = [b - a - per for a, b in zip(started, started[1:])]
+    assert min(lags) > -0.005, lags  # never early: the limit holds
+    assert sum(lags) / len(lags) < 0.02, lags
+    # and a job of a tenant with room starts at once, whenever it comes
+    waits = sorted(other_started[j] - added[j] for j in added)
+    assert waits[-2] < 0.05, waits
