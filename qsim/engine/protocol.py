@@ -245,8 +245,8 @@ def retry_dead_call(k: QueueKeys, maxlen: int, ids: Sequence[str], limit: int = 
                 (k.job_prefix, maxlen, limit, *ids))
 
 
-def purge_dead_call(k: QueueKeys, limit: int = 1000) -> Call:
-    return Call("purge_dead", (k.dead,), (k.job_prefix, limit))
+def purge_dead_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -> Call:
+    return Call("purge_dead", (k.dead,), (k.job_prefix, limit, maxlen))
 
 
 def progress_call(k: QueueKeys, maxlen: int, job_id: str, token: str, value_json: str) -> Call:

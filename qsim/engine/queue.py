@@ -296,10 +296,10 @@ class QueueCore:
         def parse(replies: list[Any]) -> Any:
             total[0] += int(replies[0])
             if int(replies[0]) == _CHUNK:
-                return Op([purge_dead_call(self.keys, _CHUNK)], parse)
+                return Op([purge_dead_call(self.keys, _CHUNK, self.events_maxlen)], parse)
             return total[0]
 
-        return Op([purge_dead_call(self.keys, _CHUNK)], parse)
+        return Op([purge_dead_call(self.keys, _CHUNK, self.events_maxlen)], parse)
 
     def op_events(self, count: int = 100) -> Op[list[dict[str, str]]]:
         def parse(replies: list[Any]) -> list[dict[str, str]]:

@@ -155,3 +155,52 @@ def test_a_retried_child_clears_only_its_own_failure_mark(redis_url: str, redis_
     assert redis_client.hget(inv.keys.job("p"), "pending_children") == "3"
     data.close()
     inv.close()
+
+
+def test_a_purged_fail_child_sends_its_waiting_parent_to_the_dlq_and_a_later_retry_runs_it(redis_url: str) -> None:
+    async def main() -> None:
+        # Given a flow whose "fail" child a is broken and whose child b works
+        flows = FlowProducer(redis=redis_url)
+        inv, data = AsyncQueue("inv2", redis=redis_url), AsyncQueue("data2", redis=redis_url)
+        await flows.add(parent=("inv2", "invoice", {}, {"job_id": "p"}),
+                        children=[("data2", "a", {}, {"job_id": "a"}), ("data2", "b", {}, {"job_id": "b"})])
+        ran: list[str] = []
+
+        async def child(job: Job) -> str:
+            if job.name == "a":
+                raise RuntimeError("a is broken")
+            return job.name.upper()
+
+        async def invoice(job: Job) -> Any:
+            ran.append(job.id)
+            return await job.children_values()
+
+        ws = [Worker("data2", child, redis=redis_url, concurrency=2, **FAST),
+              Worker("inv2", invoice, redis=redis_url, **FAST)]
+        tasks = [asyncio.ensure_future(w.run()) for w in ws]
+
+        async def state(q: AsyncQueue, jid: str, want: str) -> bool:
+            return (await q.get_job(jid)).state == want
+
+        await _until(lambda: state(inv, "p", "dead"))
+        await _until(lambda: state(data, "b", "completed"))
+        # and p was retried: it waits for a's retry
+        assert await inv.retry_dead("p") == ["p"]
+        assert await state(inv, "p", "waiting_children")
+        # When the dead a is purged instead of retried
+        assert await data.purge_dead() == 1
+        # Then p does not wait forever: it is back in the DLQ, saying why
+        p = await inv.get_job("p")
+        assert p.state == "dead" and p.error == "ChildFailed: child data2:a was purged from the dead-letter queue"
+        assert [j.id for j in await inv.dead()] == ["p"] and ran == []
+        # and retried once more it runs, with the values of the children that are left
+        assert await inv.retry_dead("p") == ["p"]
+        await _until(lambda: state(inv, "p", "completed"))
+        assert ran == ["p"] and (await inv.get_job("p")).returnvalue == {"data2:b": "B"}
+        for w in ws:
+            await w.close()
+        await asyncio.gather(*tasks)
+        for c in (flows, inv, data):
+            await c.close()
+
+    asyncio.run(main())

@@ -138,6 +138,27 @@ local function qsim_base_like(pbase, queue)
   return string.match(pbase, '^(.*):{') .. ':{' .. queue .. '}:'
 end
 
+-- When parent `pk`'s child_failed names `ref`, the mark moves to another "fail" child still dead
+-- (listed in `fails`, the parent's children-failed hash, and still in its queue), or goes.
+local function qsim_move_fail_mark(pk, pbase, fails, ref)
+  local cf = redis.call('HGET', pk, 'child_failed')
+  if not cf or string.sub(cf, 1, #ref + 2) ~= ref .. ': ' then
+    return
+  end
+  redis.call('HDEL', pk, 'child_failed')
+  local rest = redis.call('HGETALL', fails)
+  for i = 1, #rest, 2 do
+    local cq, cid = string.match(rest[i], '^([^:]*):(.*)$')
+    if cq and rest[i] ~= ref then
+      local pol = redis.pcall('HGET', qsim_base_like(pbase, cq) .. 'job:' .. cid, 'parent_policy')
+      if type(pol) == 'string' and pol ~= 'ignore' then
+        redis.call('HSET', pk, 'child_failed', rest[i] .. ': ' .. rest[i + 1])
+        return
+      end
+    end
+  end
+end
+
 -- A dead child (of the queue with key base `base`) was retried from the DLQ: it is outstanding
 -- again. Its failure is taken off its parent: the children-failed entry goes, the parent counts
 -- it as pending again, and when the parent's child_failed names it, the mark moves to another
@@ -150,20 +171,29 @@ local function qsim_child_retried(base, id, pid, pbase)
     return
   end
   redis.call('HINCRBY', pk, 'pending_children', 1)
-  local cf = redis.call('HGET', pk, 'child_failed')
-  if not cf or string.sub(cf, 1, #ref + 2) ~= ref .. ': ' then
+  qsim_move_fail_mark(pk, pbase, fails, ref)
+end
+
+-- A dead "fail" child (of the queue with key base `base`) was purged from the DLQ: it will never run
+-- again, so its parent stops waiting for it. A parent that waits in waiting-children for this
+-- "fail" child's retry (it was retried itself) goes to the DLQ; the child's failure is taken off
+-- the parent (children-failed, child_failed as in qsim_child_retried), so a parent retried later
+-- runs once its other children are done, without this one.
+local function qsim_child_purged(base, id, pid, pbase, now_ms, now_s, maxlen)
+  local pk = pbase .. 'job:' .. pid
+  local fails = pbase .. 'children-failed:' .. pid
+  local ref = qsim_queue_of(base) .. ':' .. id
+  local pf = redis.pcall('HMGET', pk, 'state', 'child_failed', 'name')
+  if pf.err or not pf[1] or redis.call('HDEL', fails, ref) == 0 then
     return
   end
-  redis.call('HDEL', pk, 'child_failed')
-  local rest = redis.call('HGETALL', fails)
-  for i = 1, #rest, 2 do
-    local cq, cid = string.match(rest[i], '^([^:]*):(.*)$')
-    if cq then
-      local pol = redis.pcall('HGET', qsim_base_like(pbase, cq) .. 'job:' .. cid, 'parent_policy')
-      if type(pol) == 'string' and pol ~= 'ignore' then
-        redis.call('HSET', pk, 'child_failed', rest[i] .. ': ' .. rest[i + 1])
-        return
-      end
-    end
+  if pf[1] == 'waiting_children' and pf[2] and string.sub(pf[2], 1, #ref + 2) == ref .. ': ' then
+    local perr = 'ChildFailed: child ' .. ref .. ' was purged from the dead-letter queue'
+    redis.call('ZREM', pbase .. 'waiting-children', pid)
+    redis.call('HSET', pk, 'state', 'dead', 'finished_at', now_s, 'error', perr)
+    redis.call('ZADD', pbase .. 'dead', now_ms, pid)
+    redis.call('XADD', pbase .. 'events', 'MAXLEN', '~', maxlen, '*', 'event', 'dead', 'job', pid,
+      'name', pf[3] or '', 'error', perr)
   end
+  qsim_move_fail_mark(pk, pbase, fails, ref)
 end
