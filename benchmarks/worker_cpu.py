@@ -16,7 +16,11 @@ no-op jobs (concurrency 10 by default):
 checkout (e.g. ``git worktree add /tmp/base main``) and prints the ratio:
 how a change moves the per-job cost, on a shared, noisy machine.
 
-Usage: ``python benchmarks/worker_cpu.py [--jobs 20000] [--runs 5] [--against DIR]``
+``--no-hiredis`` runs the worker processes as if hiredis were not installed
+(the default install: redis-py parses replies in Python); by default they
+use whatever is installed.
+
+Usage: ``python benchmarks/worker_cpu.py [--jobs 20000] [--runs 5] [--against DIR] [--no-hiredis]``
 """
 
 from __future__ import annotations
@@ -124,7 +128,11 @@ print(asyncio.run(main()))
 '''
 
 
-def with_redis(root: Path, url: str, n: int, concurrency: int) -> float:
+#: Prepended to the worker snippets by ``--no-hiredis``: redis-py then finds no hiredis to import.
+_NO_HIREDIS = "import sys; sys.modules['hiredis'] = None\n"
+
+
+def with_redis(root: Path, url: str, n: int, concurrency: int, prelude: str = "") -> float:
     """Microseconds of worker CPU per job, draining ``n`` jobs from a real Redis."""
     from qsim.engine import Queue
 
@@ -132,7 +140,7 @@ def with_redis(root: Path, url: str, n: int, concurrency: int) -> float:
     q.client.flushall()
     q.set_retention(keep_count=None)
     q.add_bulk([("noop", None) for _ in range(n)])
-    p = subprocess.Popen([sys.executable, "-c", _WITH_REDIS, url, str(concurrency)],
+    p = subprocess.Popen([sys.executable, "-c", prelude + _WITH_REDIS, url, str(concurrency)],
                          env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
@@ -147,9 +155,9 @@ def with_redis(root: Path, url: str, n: int, concurrency: int) -> float:
     return float(out.decode().split()[-1]) / n * 1e6
 
 
-def without_redis(root: Path, n: int, concurrency: int) -> float:
+def without_redis(root: Path, n: int, concurrency: int, prelude: str = "") -> float:
     """Microseconds of worker CPU per job with a stand-in for Redis (the worker's own Python only)."""
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_REDIS, str(n), str(concurrency)], check=True,
+    out = subprocess.run([sys.executable, "-c", prelude + _WITHOUT_REDIS, str(n), str(concurrency)], check=True,
                          env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, timeout=300).stdout
     return float(out.decode().split()[-1]) / n * 1e6
 
@@ -160,6 +168,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=10)
     ap.add_argument("--against", type=Path, help="another checkout to compare with (its root folder)")
+    ap.add_argument("--no-hiredis", action="store_true", help="worker processes as if hiredis were not installed")
     a = ap.parse_args()
     if a.against is not None and not (a.against / "qsim" / "engine").is_dir():
         ap.error(f"--against must be a qsim checkout (a folder with qsim/engine), got {str(a.against)!r}")
@@ -171,14 +180,15 @@ def main() -> int:
         server = RedisServer(Path(tmp)).start()
         try:
             print(f"{a.jobs} no-op jobs per run, 1 worker process, concurrency {a.concurrency}, median of {a.runs} "
-                  f"runs (interleaved)")
+                  f"runs (interleaved); hiredis {'off' if a.no_hiredis else 'as installed'}")
             for i in range(a.runs):
                 order = list(trees.items()) if i % 2 == 0 else list(reversed(trees.items()))
                 for label, root in order:
+                    prelude = _NO_HIREDIS if a.no_hiredis else ""
                     figures.setdefault((label, "with Redis"), []).append(
-                        with_redis(root, server.url, a.jobs, a.concurrency))
+                        with_redis(root, server.url, a.jobs, a.concurrency, prelude))
                     figures.setdefault((label, "without Redis"), []).append(
-                        without_redis(root, a.jobs * 2, a.concurrency))
+                        without_redis(root, a.jobs * 2, a.concurrency, prelude))
         finally:
             server.stop()
     for what in ("with Redis", "without Redis"):
