@@ -16,6 +16,28 @@ no-op jobs (concurrency 10 by default):
 checkout (e.g. ``git worktree add /tmp/base main``) and prints the ratio:
 how a change moves the per-job cost, on a shared, noisy machine.
 
+Where the time goes per no-op job (2-core shared VM, Python 3.11, redis-py 8.1,
+concurrency 10, ~5 jobs per round trip):
+
+* **without Redis, ~19-22 us/job**: shares from cProfile with a CPU timer
+  over 40,000 jobs on the stand-in: starting a task per job
+  (``ensure_future``) ~21%; the event loop's own scheduling (``_run_once``,
+  callbacks, futures) ~35%; decoding (the fetch reply's JSON and building the
+  ``Job``) ~12%; building the batches (the complete and fetch calls, the
+  outbox) ~12%; the pipeline loop and handing replies out ~11%; the
+  handler's own run and its result to the outbox ~7%; events ~1% (no
+  callback registered); metrics nothing unless ``WorkerMetrics`` is attached
+  (plain counts, ~2 us/job).
+* **with Redis, ~55-60 us/job** without hiredis: the rest is the round trip's
+  client side, ~170 us of CPU per round trip (its packing ~14 us; reading and
+  parsing the replies through redis-py's connection and asyncio's streams
+  most of the rest; a bare PING round trip on asyncio streams costs ~13 us).
+  Sending the worker's batches through :mod:`qsim.engine.channel` instead of
+  redis-py's pipeline cut 0-18% of it (in-process A/B: 58 vs 71 us/job;
+  subprocess A/B against the previous tree: 56 vs 58 us/job, within the
+  noise of a loaded machine); hiredis and uvloop are measured by
+  ``engine_throughput.py``.
+
 ``--no-hiredis`` runs the worker processes as if hiredis were not installed
 (the default install: redis-py parses replies in Python); by default they
 use whatever is installed.
