@@ -6,7 +6,8 @@
 // node bench.js pickup '<JSON config>'   add `n` jobs one at a time, `gap_ms` apart, to an idle queue
 //
 // config: {redis, queue, prefix, n, concurrency, handler: "noop" | "io10" | "stamp", gap_ms}
-// Handlers: noop returns at once; io10 awaits a 10 ms timer; stamp returns Date.now() (ms) at its start.
+// Handlers: noop returns at once; io10 awaits a 10 ms timer; stamp returns the wall clock (ms) at its start.
+// pickup's jobs carry {t: the wall clock (ms) just before their add}.
 // Jobs keep BullMQ's defaults (kept when completed), so the drain is timed from their own stamps
 // (processedOn of the first to start, finishedOn of the last to finish), as qsim's drain is.
 'use strict';
@@ -14,10 +15,13 @@ const path = require('path');
 const { Queue, Worker } = require('bullmq');
 const { connection } = require(path.join(__dirname, '..', '..', 'tests', 'node', 'common'));
 
+// wall-clock milliseconds with a fraction (Date.now() has whole milliseconds only)
+const nowMs = () => performance.timeOrigin + performance.now();
+
 const HANDLERS = {
   noop: async () => null,
   io10: async () => { await new Promise((res) => setTimeout(res, 10)); return null; },
-  stamp: async () => Date.now(),
+  stamp: async () => nowMs(),
 };
 
 async function fill(cfg) {
@@ -33,7 +37,7 @@ async function fill(cfg) {
 async function pickup(cfg) {
   const q = new Queue(cfg.queue, { connection: connection(cfg.redis), prefix: cfg.prefix });
   for (let i = 0; i < cfg.n; i++) {
-    await q.add('t', null);
+    await q.add('t', { t: nowMs() });  // stamped just before the add, as the qsim side is
     await new Promise((res) => setTimeout(res, cfg.gap_ms));
   }
   await q.close();

@@ -91,7 +91,8 @@ def drain(bq: BullMQ, url: str, n: int, concurrency: int, handler: str = "noop")
 
 
 def pickup_latency(bq: BullMQ, url: str, n: int = 300, gap_ms: int = 5) -> list[float]:
-    """Add -> handler start (ms) of ``n`` jobs added one at a time to an idle queue, sorted."""
+    """Add -> handler start (ms) of ``n`` jobs added one at a time to an idle queue, sorted: from the
+    producer's clock just before each add to the handler's at its start (both Node processes here)."""
     client = redis.Redis.from_url(url, decode_responses=True)
     try:
         client.flushall()
@@ -102,6 +103,6 @@ def pickup_latency(bq: BullMQ, url: str, n: int = 300, gap_ms: int = 5) -> list[
             _wait_completed(client, n, p)
         finally:
             _stop(p)
-        return sorted(float(rv) - float(ts) for ts, rv in _fields(client, n, "timestamp", "returnvalue"))
+        return sorted(float(rv) - json.loads(data)["t"] for data, rv in _fields(client, n, "data", "returnvalue"))
     finally:
         client.close()
