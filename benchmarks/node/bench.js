@@ -3,11 +3,12 @@
 // node bench.js fill   '<JSON config>'   add `n` jobs named "noop" with addBulk (batches of 1000), then exit
 // node bench.js work   '<JSON config>'   a Worker with `concurrency` running `handler` until SIGTERM;
 //                                         prints "ready" once connected
-// node bench.js pickup '<JSON config>'   add `n` jobs one at a time, `gap_ms` apart, to an idle queue
+// node bench.js pickup '<JSON config>'   add `n` jobs one at a time, `gap_ms` apart, to an idle queue;
+//                                         prints {job id: the middle of its add call, ms}
 //
 // config: {redis, queue, prefix, n, concurrency, handler: "noop" | "io10" | "stamp", gap_ms}
 // Handlers: noop returns at once; io10 awaits a 10 ms timer; stamp returns the wall clock (ms) at its start.
-// pickup's jobs carry {t: the wall clock (ms) just before their add}.
+// pickup prints {job id: the middle of its add call (ms)} as one JSON line.
 // Jobs keep BullMQ's defaults (kept when completed), so the drain is timed from their own stamps
 // (processedOn of the first to start, finishedOn of the last to finish), as qsim's drain is.
 'use strict';
@@ -36,11 +37,15 @@ async function fill(cfg) {
 
 async function pickup(cfg) {
   const q = new Queue(cfg.queue, { connection: connection(cfg.redis), prefix: cfg.prefix });
+  const added = {};  // job id -> the middle of its add call (ms): when it reached Redis, near enough
   for (let i = 0; i < cfg.n; i++) {
-    await q.add('t', { t: nowMs() });  // stamped just before the add, as the qsim side is
+    const t0 = nowMs();
+    const job = await q.add('t', null);
+    added[job.id] = (t0 + nowMs()) / 2;
     await new Promise((res) => setTimeout(res, cfg.gap_ms));
   }
   await q.close();
+  process.stdout.write(JSON.stringify(added) + '\n');
 }
 
 async function work(cfg) {

@@ -92,17 +92,19 @@ def drain(bq: BullMQ, url: str, n: int, concurrency: int, handler: str = "noop")
 
 def pickup_latency(bq: BullMQ, url: str, n: int = 300, gap_ms: int = 5) -> list[float]:
     """Add -> handler start (ms) of ``n`` jobs added one at a time to an idle queue, sorted: from the
-    producer's clock just before each add to the handler's at its start (both Node processes here)."""
+    middle of each add call (the producer's clock) to the handler's start (both Node processes here)."""
     client = redis.Redis.from_url(url, decode_responses=True)
     try:
         client.flushall()
         p = _worker(bq, url, 10, "stamp")
         try:
             time.sleep(1.5)  # let the worker go idle
-            subprocess.run(_node(bq, "pickup", url, n=n, gap_ms=gap_ms), check=True, env=bq._env(), timeout=120)
+            done = subprocess.run(_node(bq, "pickup", url, n=n, gap_ms=gap_ms), check=True, env=bq._env(),
+                                  timeout=120, capture_output=True, text=True)
+            added = json.loads(done.stdout.strip().splitlines()[-1])
             _wait_completed(client, n, p)
         finally:
             _stop(p)
-        return sorted(float(rv) - json.loads(data)["t"] for data, rv in _fields(client, n, "data", "returnvalue"))
+        return sorted(float(rv) - added[str(i)] for i, (rv,) in enumerate(_fields(client, n, "returnvalue"), 1))
     finally:
         client.close()
