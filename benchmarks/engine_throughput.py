@@ -48,22 +48,26 @@ Drain rates use Redis-clock job timestamps: first attempt start to last
 finish, so process start-up is not counted.
 
 Measured on a shared 2-core VM (Python 3.11, redis-py 8.1, Redis 7, Node 20,
-bullmq 5.81.5; other jobs were running, so single runs vary by +-25%),
-median of 3 runs, qsim/BullMQ in the same run:
+bullmq 5.81.5; other jobs were running), median of 5 runs, qsim/BullMQ in
+the same run (``--only-bullmq --runs 5``):
 
     system                     no-op c10  ratio    I/O c50  ratio  of asyncio  pickup p50 / p95
-    BullMQ (Node)                  6,266      -      2,804      -        61%   1.00 / 4.00 ms
-    qsim, default install          9,228  1.47x      3,512  1.25x        76%   0.84 / 3.02 ms
-    qsim +hiredis                  6,962  1.11x      3,827  1.36x        83%   0.70 / 3.26 ms
-    qsim +uvloop                   6,957  1.11x      3,848  1.37x        84%   0.74 / 2.95 ms
-    qsim +hiredis +uvloop (fast)  10,630  1.70x      3,734  1.33x        81%   0.63 / 2.81 ms
+    BullMQ (Node)                  8,137      -      3,385      -        72%   0.80 / 3.07 ms
+    qsim, default install         11,383  1.40x      4,056  1.20x        87%   0.74 / 1.49 ms
+    qsim +hiredis                 11,902  1.46x      3,977  1.17x        85%   0.75 / 1.63 ms
+    qsim +uvloop                  12,027  1.48x      4,302  1.27x        92%   0.69 / 1.84 ms
+    qsim +hiredis +uvloop (fast)  11,865  1.46x      4,373  1.29x        93%   0.78 / 1.42 ms
 
-(BullMQ's pickup stamps are whole milliseconds, and its "added" stamp is
-taken in the producer before the add's round trip, qsim's in Redis.) The
-accelerators' own effect is within this machine's noise on the no-op drain
-(the single-accelerator rows were slower than the default in this run and
-faster in others); on the I/O-bound drain each lifts qsim from ~76-86% to
-~81-91% of the bare-asyncio ceiling.
+Single runs vary a lot here, BullMQ's no-op drain most (6.2k-14.9k jobs/s
+in those 5 runs, qsim's default 10.7k-14.2k): in the two runs where the
+machine was quietest BullMQ was level with qsim or ahead (14.7k vs 14.2k,
+14.9k vs 11.4k), so the no-op ratio is a median over a loaded machine, not
+a constant. An earlier 3-run table gave 1.47x / 1.25x. uvloop is the
+accelerator that shows: it lifts the I/O-bound drain from ~85% to ~92% of
+the bare-asyncio ceiling (the same as ``prefetch`` without its cost);
+hiredis's effect is within the noise for these small replies. Pickup is
+timed from the middle of the producer's add call (when the job reached
+Redis, near enough) to the handler's start on both sides.
 
 Usage: ``python benchmarks/engine_throughput.py [--jobs 20000] [--runs 3]``
 """

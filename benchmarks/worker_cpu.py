@@ -33,10 +33,12 @@ concurrency 10, ~5 jobs per round trip):
   parsing the replies through redis-py's connection and asyncio's streams
   most of the rest; a bare PING round trip on asyncio streams costs ~13 us).
   Sending the worker's batches through :mod:`qsim.engine.channel` instead of
-  redis-py's pipeline cut 0-18% of it (in-process A/B: 58 vs 71 us/job;
-  subprocess A/B against the previous tree: 56 vs 58 us/job, within the
-  noise of a loaded machine); hiredis and uvloop are measured by
-  ``engine_throughput.py``.
+  redis-py's pipeline: in one process, alternating the two, 58 vs 71 us/job
+  (4 runs each, hiredis off); against the previous tree in separate
+  processes (``--against``), no difference beyond this machine's noise
+  (56.4 vs 57.8, 57.8 vs 56.4, 67.8 vs 59.5 us/job in three sessions; its
+  unchanged without-Redis figure moved as much). hiredis and uvloop are
+  measured by ``engine_throughput.py``.
 
 ``--no-hiredis`` runs the worker processes as if hiredis were not installed
 (the default install: redis-py parses replies in Python); by default they
