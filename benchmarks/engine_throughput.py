@@ -7,10 +7,25 @@ the same run measures:
 * drain of N no-op jobs by one worker process (concurrency 10 and 50) and by
   two processes, median of several runs, with the ratio to a naive worker
   that makes one round trip per job per state change (fetch 1, ack 1);
-* pickup latency on an idle queue (enqueue -> handler start, p50/p95/p99);
+* pickup latency on an idle queue (from the middle of the producer's add call,
+  when the job reached Redis near enough, to the handler's start, both on this
+  machine's clock; p50/p95/p99);
 * I/O-bound jobs (each awaits 10 ms, concurrency 50) against the ideal rate,
   with the worker's default ``prefetch=0`` and with ``prefetch=IO_PREFETCH``,
   next to what bare asyncio tasks reach (no Redis);
+* BullMQ on Node.js, when ``node`` is on PATH (the pinned bullmq 5.x, installed
+  with npm into ``~/.cache/qsim/node`` by tests/bullmq_node.py on first use;
+  driven by benchmarks/node/bench.js through benchmarks/peers/bullmq_node.py):
+  the no-op drain (concurrency 10), the I/O-bound drain (5,000 x 10 ms,
+  concurrency 50) and the pickup latency, side by side with qsim on the same
+  redis-server, the systems taking turns (order reversed each run), median of
+  the runs, with qsim/BullMQ ratios. BullMQ's jobs are added with ``addBulk``
+  before its worker starts and timed by their own stamps (first
+  ``processedOn`` to last ``finishedOn``), as qsim's by its Redis-clock stamps.
+  qsim runs there with each accelerator of the ``fast`` extra on and off:
+  the default install (no hiredis, asyncio's loop), +hiredis, +uvloop, both
+  (hiredis is hidden from a worker process with ``QSIM_BENCH_NO_HIREDIS=1``,
+  uvloop with ``QSIM_NO_UVLOOP=1``). ``--only-bullmq`` runs this table alone;
 * when the peer queues are installed (``pip install .[bench]``: huey, dramatiq,
   BullMQ for Python, SAQ; see benchmarks/peers/) the same drain on each (one
   worker process, concurrency 10, its own normal worker) and qsim's ratio.
@@ -32,6 +47,28 @@ later, higher-priority job waits behind them.
 Drain rates use Redis-clock job timestamps: first attempt start to last
 finish, so process start-up is not counted.
 
+Measured on a shared 2-core VM (Python 3.11, redis-py 8.1, Redis 7, Node 20,
+bullmq 5.81.5; other jobs were running), median of 5 runs, qsim/BullMQ in
+the same run (``--only-bullmq --runs 5``):
+
+    system                     no-op c10  ratio    I/O c50  ratio  of asyncio  pickup p50 / p95
+    BullMQ (Node)                  8,137      -      3,385      -        72%   0.80 / 3.07 ms
+    qsim, default install         11,383  1.40x      4,056  1.20x        87%   0.74 / 1.49 ms
+    qsim +hiredis                 11,902  1.46x      3,977  1.17x        85%   0.75 / 1.63 ms
+    qsim +uvloop                  12,027  1.48x      4,302  1.27x        92%   0.69 / 1.84 ms
+    qsim +hiredis +uvloop (fast)  11,865  1.46x      4,373  1.29x        93%   0.78 / 1.42 ms
+
+Single runs vary a lot here, BullMQ's no-op drain most (6.2k-14.9k jobs/s
+in those 5 runs, qsim's default 10.7k-14.2k): in the two runs where the
+machine was quietest BullMQ was level with qsim or ahead (14.7k vs 14.2k,
+14.9k vs 11.4k), so the no-op ratio is a median over a loaded machine, not
+a constant. An earlier 3-run table gave 1.47x / 1.25x. uvloop is the
+accelerator that shows: it lifts the I/O-bound drain from ~85% to ~92% of
+the bare-asyncio ceiling (the same as ``prefetch`` without its cost);
+hiredis's effect is within the noise for these small replies. Pickup is
+timed from the middle of the producer's add call (when the job reached
+Redis, near enough) to the handler's start on both sides.
+
 Usage: ``python benchmarks/engine_throughput.py [--jobs 20000] [--runs 3]``
 """
 
@@ -48,12 +85,19 @@ import tempfile
 import time
 from pathlib import Path
 
+#: Set to 1 in a worker process's environment to run it as if hiredis were not installed
+#: (redis-py then parses replies in Python). Must act before redis is first imported.
+NO_HIREDIS_ENV = "QSIM_BENCH_NO_HIREDIS"
+if os.environ.get(NO_HIREDIS_ENV) == "1":
+    sys.modules["hiredis"] = None  # type: ignore[assignment]
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from qsim.engine import Job, Queue, Worker  # noqa: E402
 from qsim.engine import protocol as P  # noqa: E402
+from qsim.engine.eventloop import NO_UVLOOP_ENV, run_process  # noqa: E402
 from qsim.engine.keys import QueueKeys  # noqa: E402
 from qsim.engine.scripts import ScriptSet, run_calls_async  # noqa: E402
 
@@ -107,21 +151,42 @@ IO_PREFETCH = 12
 
 
 def worker_main(url: str, queue: str, concurrency: int, handler: str) -> int:
+    """A worker process, run as ``qsim worker`` runs one (on uvloop when installed, unless QSIM_NO_UVLOOP=1)."""
     if handler == "naive":
-        return asyncio.run(naive_worker(url, queue, concurrency))
+        return run_process(naive_worker(url, queue, concurrency))
     prefetch = IO_PREFETCH if handler.endswith("+prefetch") else 0
     w = Worker(queue, HANDLERS[handler.removesuffix("+prefetch")], redis=url, concurrency=concurrency,
                keep_completed=None, prefetch=prefetch)
-    return asyncio.run(w.run())
+    return run_process(w.run())
 
 
-def spawn(url: str, queue: str, concurrency: int, handler: str) -> subprocess.Popen[bytes]:
+#: The accelerators of the ``fast`` extra, each turned on or off in the worker processes' environment.
+#: "default install" is a worker without either (what ``pip install qsim`` gives).
+ACCELERATORS: dict[str, dict[str, str]] = {
+    "default install": {NO_HIREDIS_ENV: "1", NO_UVLOOP_ENV: "1"},
+    "+hiredis": {NO_UVLOOP_ENV: "1"},
+    "+uvloop": {NO_HIREDIS_ENV: "1"},
+    "+hiredis +uvloop (fast)": {},
+}
+DEFAULT = ACCELERATORS["default install"]
+
+
+def accelerators_installed() -> dict[str, bool]:
+    import importlib.util
+
+    return {name: importlib.util.find_spec(name) is not None for name in ("hiredis", "uvloop")}
+
+
+def spawn(url: str, queue: str, concurrency: int, handler: str,
+          accel: dict[str, str] = DEFAULT) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in (NO_HIREDIS_ENV, NO_UVLOOP_ENV)}
     return subprocess.Popen([sys.executable, __file__, "--worker-proc", url, queue, str(concurrency), handler],
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            env={**env, **accel, "PYTHONPATH": str(ROOT)})
 
 
 # -- measurements -------------------------------------------------------------------
-def drain(url: str, n: int, concurrency: int, procs: int = 1, handler: str = "noop", limits: bool = False) -> float:
+def drain(url: str, n: int, concurrency: int, procs: int = 1, handler: str = "noop", limits: bool = False,
+          accel: dict[str, str] = DEFAULT) -> float:
     """Jobs/s of ``procs`` worker processes draining ``n`` pre-filled jobs (``limits``: a concurrency
     limit and a rate limit set high enough not to bind, so only the cost of checking them shows)."""
     q = Queue("bench", redis=url)
@@ -131,7 +196,7 @@ def drain(url: str, n: int, concurrency: int, procs: int = 1, handler: str = "no
         q.set_concurrency_limit(1000)
         q.set_rate_limit(10**6, 1.0)
     q.add_bulk([("noop", None) for _ in range(n)])
-    ps = [spawn(url, "bench", concurrency, handler) for _ in range(procs)]
+    ps = [spawn(url, "bench", concurrency, handler, accel) for _ in range(procs)]
     try:
         deadline = time.monotonic() + 300
         while q.counts()["completed"] < n:
@@ -166,22 +231,25 @@ def enqueue_rates(url: str, n: int) -> tuple[float, float]:
     return single, bulk
 
 
-def pickup_latency(url: str, n: int = 300) -> list[float]:
+def pickup_latency(url: str, n: int = 300, accel: dict[str, str] = DEFAULT) -> list[float]:
     q = Queue("pick", redis=url)
     q.client.flushall()
     q.set_retention(keep_count=None)
-    p = spawn(url, "pick", 10, "stamp")
+    p = spawn(url, "pick", 10, "stamp", accel)
     try:
         time.sleep(1.5)  # let the worker start and go idle
+        added = {}
         for i in range(n):
+            t0 = time.time()
             q.add("t", None, job_id=f"p{i}")
+            added[f"p{i}"] = (t0 + time.time()) / 2  # the middle of the add call, as on BullMQ's side
             time.sleep(0.005)
         while q.counts()["completed"] < n:
             time.sleep(0.05)
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(30)
-    lat = sorted((r.returnvalue - r.enqueued_at) * 1000 for r in q.job_records())  # type: ignore[operator]
+    lat = sorted((r.returnvalue - added[r.id]) * 1000 for r in q.job_records())  # type: ignore[operator]
     q.close()
     return lat
 
@@ -225,6 +293,56 @@ def peer_table(url: str, n: int, runs: int, qsim_rate: float) -> None:
         print(f"  {label:<18} {'-':>10}   {why}")
 
 
+def bullmq_table(url: str, n: int, runs: int, ceiling: float) -> None:
+    """qsim with each accelerator setting against BullMQ on Node, on the same redis-server: the no-op
+    drain (``n`` jobs, concurrency 10), the I/O-bound drain (5,000 x 10 ms, concurrency 50) and the
+    pickup latency on an idle queue; the systems take turns (order reversed every run), median of ``runs``."""
+    from benchmarks.peers import bullmq_node as bn
+
+    why = bn.node_missing()
+    if why:
+        print(f"\nBullMQ (Node) skipped: {why}.")
+        return
+    bq = bn.BullMQ("5")
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    have = accelerators_installed()
+    systems: list[tuple[str, dict[str, str] | None]] = [("BullMQ (Node)", None)]
+    missing = []
+    for label, env in ACCELERATORS.items():
+        needs = [m for m in ("hiredis", "uvloop") if m in label and not have[m]]
+        (missing if needs else systems).append((label, env))
+    figures: dict[str, dict[str, list[float]]] = {label: {} for label, _ in systems}
+    for r in range(runs):
+        for label, env in systems if r % 2 == 0 else systems[::-1]:
+            f = figures[label]
+            if env is None:
+                noop, io = bn.drain(bq, url, n, 10), bn.drain(bq, url, 5000, 50, "io10")
+                lat = bn.pickup_latency(bq, url)
+            else:
+                noop, io = drain(url, n, 10, accel=env), drain(url, 5000, 50, 1, "io10", accel=env)
+                lat = pickup_latency(url, accel=env)
+            for key, x in (("noop", noop), ("io", io), ("p50", pct(lat, 50)), ("p95", pct(lat, 95))):
+                f.setdefault(key, []).append(x)
+    med = {label: {k: statistics.median(xs) for k, xs in f.items()} for label, f in figures.items()}
+    b = med["BullMQ (Node)"]
+    print(f"\nqsim against BullMQ (Node {node}, bullmq {bq.version}), same redis-server, one worker process each, "
+          f"taking turns, median of {runs}:")
+    print(f"  {'system':<26} {'no-op c10':>10} {'ratio':>6}   {'I/O c50':>8} {'ratio':>6} {'of asyncio':>10}"
+          f"   pickup p50 / p95")
+    for label, m in med.items():
+        vs_noop = f"{m['noop'] / b['noop']:.2f}x" if m is not b else "-"
+        vs_io = f"{m['io'] / b['io']:.2f}x" if m is not b else "-"
+        print(f"  {label:<26} {m['noop']:10,.0f} {vs_noop:>6}   {m['io']:8,.0f} {vs_io:>6} {m['io'] / ceiling:10.0%}"
+              f"   {m['p50']:.2f} / {m['p95']:.2f} ms")
+    for label, _ in missing:
+        print(f"  {label:<26} not installed: pip install qsim[fast] (or hiredis / uvloop)")
+    print("  runs (no-op / I/O jobs/s):")
+    for label, f in figures.items():
+        print(f"    {label:<24} {', '.join(f'{x:,.0f}' for x in f['noop'])}  /  {', '.join(f'{x:,.0f}' for x in f['io'])}")
+    print(f"  (ratio: qsim / BullMQ; 'of asyncio': of {ceiling:,.0f} jobs/s, 50 bare asyncio tasks awaiting 10 ms; "
+          f"pickup: from the middle of the producer's add call to the handler's start)")
+
+
 def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
@@ -233,7 +351,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--skip-peers", action="store_true", help="do not run the peer queues (bench extra)")
+    ap.add_argument("--skip-peers", action="store_true", help="do not run the Python peer queues (bench extra)")
+    ap.add_argument("--skip-bullmq", action="store_true", help="do not run BullMQ (Node)")
+    ap.add_argument("--only-bullmq", action="store_true",
+                    help="only the table against BullMQ (Node), with each accelerator setting")
     a = ap.parse_args()
     from redis_server import RedisServer
 
@@ -241,7 +362,14 @@ def main() -> int:
         server = RedisServer(Path(tmp)).start()
         try:
             url = server.url
-            print(f"redis-server on port {server.port}; {a.jobs} jobs per drain, median of {a.runs} runs")
+            have = ", ".join(f"{m} {'installed' if ok else 'not installed'}" for m, ok in accelerators_installed().items())
+            print(f"redis-server on port {server.port}; {a.jobs} jobs per drain, median of {a.runs} runs; "
+                  f"qsim workers as installed by default (no hiredis, asyncio's loop) unless a row says otherwise "
+                  f"({have})")
+            if a.only_bullmq:
+                ceiling = statistics.median(asyncio.run(asyncio_ceiling()) for _ in range(a.runs))
+                bullmq_table(url, a.jobs, a.runs, ceiling)
+                return 0
             single, bulk = enqueue_rates(url, 5000)
             print(f"enqueue, one at a time (sync Queue.add):   {single:10,.0f} jobs/s")
             print(f"enqueue, add_bulk batches of 1000:        {bulk:10,.0f} jobs/s")
@@ -269,6 +397,8 @@ def main() -> int:
             ceiling = statistics.median(asyncio.run(asyncio_ceiling()) for _ in range(a.runs))
             print(f"  asyncio alone (50 tasks awaiting 10 ms, no Redis): {ceiling:,.0f} jobs/s = {ceiling / 5000:.0%}; "
                   f"qsim reaches {io / ceiling:.0%} of that ({iop / ceiling:.0%} with prefetch)")
+            if not a.skip_bullmq:
+                bullmq_table(url, a.jobs, a.runs, ceiling)
             if not a.skip_peers:
                 peer_table(url, a.jobs, a.runs, rows[0][1])
         finally:

@@ -16,7 +16,36 @@ no-op jobs (concurrency 10 by default):
 checkout (e.g. ``git worktree add /tmp/base main``) and prints the ratio:
 how a change moves the per-job cost, on a shared, noisy machine.
 
-Usage: ``python benchmarks/worker_cpu.py [--jobs 20000] [--runs 5] [--against DIR]``
+Where the time goes per no-op job (2-core shared VM, Python 3.11, redis-py 8.1,
+concurrency 10, ~5 jobs per round trip):
+
+* **without Redis, ~19-22 us/job**: shares from cProfile with a CPU timer
+  over 40,000 jobs on the stand-in: starting a task per job
+  (``ensure_future``) ~21%; the event loop's own scheduling (``_run_once``,
+  callbacks, futures) ~35%; decoding (the fetch reply's JSON and building the
+  ``Job``) ~12%; building the batches (the complete and fetch calls, the
+  outbox) ~12%; the pipeline loop and handing replies out ~11%; the
+  handler's own run and its result to the outbox ~7%; events ~1% (no
+  callback registered); metrics nothing unless ``WorkerMetrics`` is attached
+  (plain counts, ~2 us/job).
+* **with Redis, ~55-60 us/job** without hiredis: the rest is the round trip's
+  client side, ~170 us of CPU per round trip (its packing ~14 us; reading and
+  parsing the replies through redis-py's connection and asyncio's streams
+  most of the rest; a bare PING round trip on asyncio streams costs ~13 us).
+  Sending the worker's batches through :mod:`qsim.engine.channel` instead of
+  redis-py's pipeline: in one process, alternating the two, 58 vs 71 us/job
+  (4 runs each, hiredis off), and per bare round trip of a 2-call batch
+  ~150 vs ~225 us of CPU; but in separate worker processes, against the
+  previous tree (``--against``), no difference beyond this machine's noise
+  (56.4 vs 57.8, 57.8 vs 56.4, 67.8 vs 59.5, 74.9 vs 75.2 us/job in four
+  sessions; the unchanged without-Redis figure moved as much). hiredis and uvloop are
+  measured by ``engine_throughput.py``.
+
+``--no-hiredis`` runs the worker processes as if hiredis were not installed
+(the default install: redis-py parses replies in Python); by default they
+use whatever is installed.
+
+Usage: ``python benchmarks/worker_cpu.py [--jobs 20000] [--runs 5] [--against DIR] [--no-hiredis]``
 """
 
 from __future__ import annotations
@@ -124,7 +153,11 @@ print(asyncio.run(main()))
 '''
 
 
-def with_redis(root: Path, url: str, n: int, concurrency: int) -> float:
+#: Prepended to the worker snippets by ``--no-hiredis``: redis-py then finds no hiredis to import.
+_NO_HIREDIS = "import sys; sys.modules['hiredis'] = None\n"
+
+
+def with_redis(root: Path, url: str, n: int, concurrency: int, prelude: str = "") -> float:
     """Microseconds of worker CPU per job, draining ``n`` jobs from a real Redis."""
     from qsim.engine import Queue
 
@@ -132,7 +165,7 @@ def with_redis(root: Path, url: str, n: int, concurrency: int) -> float:
     q.client.flushall()
     q.set_retention(keep_count=None)
     q.add_bulk([("noop", None) for _ in range(n)])
-    p = subprocess.Popen([sys.executable, "-c", _WITH_REDIS, url, str(concurrency)],
+    p = subprocess.Popen([sys.executable, "-c", prelude + _WITH_REDIS, url, str(concurrency)],
                          env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
@@ -147,9 +180,9 @@ def with_redis(root: Path, url: str, n: int, concurrency: int) -> float:
     return float(out.decode().split()[-1]) / n * 1e6
 
 
-def without_redis(root: Path, n: int, concurrency: int) -> float:
+def without_redis(root: Path, n: int, concurrency: int, prelude: str = "") -> float:
     """Microseconds of worker CPU per job with a stand-in for Redis (the worker's own Python only)."""
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_REDIS, str(n), str(concurrency)], check=True,
+    out = subprocess.run([sys.executable, "-c", prelude + _WITHOUT_REDIS, str(n), str(concurrency)], check=True,
                          env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, timeout=300).stdout
     return float(out.decode().split()[-1]) / n * 1e6
 
@@ -160,6 +193,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=10)
     ap.add_argument("--against", type=Path, help="another checkout to compare with (its root folder)")
+    ap.add_argument("--no-hiredis", action="store_true", help="worker processes as if hiredis were not installed")
     a = ap.parse_args()
     if a.against is not None and not (a.against / "qsim" / "engine").is_dir():
         ap.error(f"--against must be a qsim checkout (a folder with qsim/engine), got {str(a.against)!r}")
@@ -171,14 +205,15 @@ def main() -> int:
         server = RedisServer(Path(tmp)).start()
         try:
             print(f"{a.jobs} no-op jobs per run, 1 worker process, concurrency {a.concurrency}, median of {a.runs} "
-                  f"runs (interleaved)")
+                  f"runs (interleaved); hiredis {'off' if a.no_hiredis else 'as installed'}")
             for i in range(a.runs):
                 order = list(trees.items()) if i % 2 == 0 else list(reversed(trees.items()))
                 for label, root in order:
+                    prelude = _NO_HIREDIS if a.no_hiredis else ""
                     figures.setdefault((label, "with Redis"), []).append(
-                        with_redis(root, server.url, a.jobs, a.concurrency))
+                        with_redis(root, server.url, a.jobs, a.concurrency, prelude))
                     figures.setdefault((label, "without Redis"), []).append(
-                        without_redis(root, a.jobs * 2, a.concurrency))
+                        without_redis(root, a.jobs * 2, a.concurrency, prelude))
         finally:
             server.stop()
     for what in ("with Redis", "without Redis"):

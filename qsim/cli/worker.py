@@ -9,7 +9,6 @@ off at shutdown and handed back to the queue).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import importlib
 import inspect
@@ -23,6 +22,7 @@ from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDI
                               nonneg_int, pos_float, pos_int, resolve_redis_url)
 from qsim.engine import EXIT_CUT_OFF, Queue, Worker
 from qsim.engine.connection import display_url
+from qsim.engine.eventloop import NO_UVLOOP_ENV, run_process
 from qsim.engine.keys import DEFAULT_PREFIX
 from qsim.engine.payload import DEFAULT_REDACT
 from qsim.errors import EngineError, JobNotFound, RedisUnavailable
@@ -90,6 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
     p.add_argument("--shutdown-grace", type=nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
     _redact_option(p)
+    p.add_argument("--no-uvloop", action="store_true",
+                   help=f"run on asyncio's own event loop even when uvloop is installed (the fast extra); "
+                        f"also {NO_UVLOOP_ENV}=1")
     p.add_argument("--metrics-port", type=pos_int, metavar="P",
                    help="serve Prometheus metrics on http://0.0.0.0:P/metrics (see qsim.engine.metrics)")
     p.add_argument("--advise-slo", action="append", metavar="EXPR",
@@ -184,7 +187,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             metrics.registry.register(advisor.collector)
             advisor.start()
     try:
-        code = asyncio.run(worker.run())
+        code = run_process(worker.run(), use_uvloop=not args.no_uvloop)
     except RedisUnavailable as e:
         err("worker", str(e))
         return EXIT_FAILURE

@@ -102,7 +102,7 @@ class Executor:
         if bo is None and f.backoff:
             bo = self._backoffs[f.backoff] = Backoff.from_json(f.backoff)
         try:
-            data = json.loads(f.data)
+            data = None if f.data == "null" else json.loads(f.data)  # no payload: the common no-op case
         except (ValueError, RecursionError) as e:
             raise PayloadError(f"job data is not valid JSON: {e}") from e
         queue = self._names[int(f.queue_index) - 1]

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from qsim.engine import Job, Worker
+from qsim.engine.eventloop import run_process
 from qsim.harness.plan import engine_options
 from qsim.harness.processes import WorkerSettings
 
@@ -62,7 +63,8 @@ def make_synthetic(redis_url: str = "", prefix: str = "") -> Handler:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one pool worker until SIGTERM; the exit code is the worker's."""
+    """Run one pool worker until SIGTERM (on uvloop when installed: see :mod:`qsim.engine.eventloop`);
+    the exit code is the worker's."""
     a = WorkerSettings.parse(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {a.worker_id} %(levelname)s %(name)s: %(message)s")
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             await client.aclose()
         return await worker.run()
 
-    return asyncio.run(run())
+    return run_process(run())  # on uvloop when installed, unless QSIM_NO_UVLOOP=1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,69 @@
+"""The event loop of a worker process: uvloop when installed, asyncio's own otherwise.
+
+Only process entry points call :func:`run_process` (``qsim worker``, the
+harness's pool workers, the benchmarks' worker processes): it makes a fresh
+loop and runs one coroutine to its end, like :func:`asyncio.run`. Library
+code never does (a notebook's kernel already runs a loop), and nothing here
+sets a global event loop policy.
+
+uvloop comes with the ``fast`` extra (``pip install qsim[fast]``, with
+hiredis, which redis-py uses by itself). Turn it off with
+``QSIM_NO_UVLOOP=1`` in the environment or ``qsim worker --no-uvloop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+__all__ = ["NO_UVLOOP_ENV", "uvloop_wanted", "loop_factory", "run_process"]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable that keeps worker processes on asyncio's own loop when set to a true value.
+NO_UVLOOP_ENV = "QSIM_NO_UVLOOP"
+
+T = TypeVar("T")
+
+
+def uvloop_wanted(use_uvloop: bool = True, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether uvloop may be used: not refused by the caller nor by ``QSIM_NO_UVLOOP`` (1/true/yes/on)."""
+    env = os.environ if environ is None else environ
+    refused = env.get(NO_UVLOOP_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return use_uvloop and not refused
+
+
+def loop_factory(use_uvloop: bool = True, environ: Mapping[str, str] | None = None
+                 ) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """``uvloop.new_event_loop`` when uvloop is wanted and importable; None means asyncio's default loop."""
+    if not uvloop_wanted(use_uvloop, environ):
+        return None
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def run_process(main: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
+    """Run ``main`` to its end on a fresh loop (uvloop when wanted and installed): for process entry points.
+
+    Raises:
+        RuntimeError: An event loop already runs in this thread (use ``await`` there instead).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_process() is for process entry points: an event loop already runs here, "
+                           "await the coroutine instead")
+    factory = loop_factory(use_uvloop)
+    logger.debug("event loop: %s", "uvloop" if factory is not None else "asyncio")
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
