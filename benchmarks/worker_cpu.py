@@ -32,13 +32,13 @@ concurrency 10, ~5 jobs per round trip):
   client side, ~170 us of CPU per round trip (its packing ~14 us; reading and
   parsing the replies through redis-py's connection and asyncio's streams
   most of the rest; a bare PING round trip on asyncio streams costs ~13 us).
-  Sending the worker's batches through :mod:`qsim.engine.channel` instead of
-  redis-py's pipeline: in one process, alternating the two, 58 vs 71 us/job
-  (4 runs each, hiredis off), and per bare round trip of a 2-call batch
-  ~150 vs ~225 us of CPU; but in separate worker processes, against the
-  previous tree (``--against``), no difference beyond this machine's noise
-  (56.4 vs 57.8, 57.8 vs 56.4, 67.8 vs 59.5, 74.9 vs 75.2 us/job in four
-  sessions; the unchanged without-Redis figure moved as much). hiredis and uvloop are
+  A lean channel of its own for the batches (EVALSHA packed by hand, replies
+  read with the connection's parser) was tried: in one process, alternating,
+  58 vs 71 us/job and ~150 vs ~225 us of CPU per 2-call round trip; but in
+  separate worker processes against the previous tree no difference beyond
+  this machine's noise (56.4 vs 57.8, 57.8 vs 56.4, 67.8 vs 59.5, 74.9 vs
+  75.2, 59.3 vs 63.1 us/job in five sessions), so redis-py's pipeline stays
+  (STYLE: its script objects handle EVALSHA). hiredis and uvloop are
   measured by ``engine_throughput.py``.
 
 ``--no-hiredis`` runs the worker processes as if hiredis were not installed

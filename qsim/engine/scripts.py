@@ -2,16 +2,10 @@
 
 Scripts are read with :mod:`importlib.resources` and registered per client
 (``client.register_script``), so redis-py's script objects handle EVALSHA and
-the NOSCRIPT reload for single calls on a sync client. Several calls go out
-as one pipeline (one round trip); there a NOSCRIPT reply makes us load the
-scripts and resend only the calls that failed (redis-py's own pipeline would
-first send SCRIPT EXISTS on every execute, a second round trip).
-
-On a single-server asyncio client, script calls (the worker's batches, the
-async queue's writes) take the lean round trip of :mod:`qsim.engine.channel`
-instead of redis-py's pipeline: same EVALSHA calls and NOSCRIPT handling,
-a fraction of the client-side CPU. Plain commands keep redis-py's path (their
-replies go through its response callbacks).
+the NOSCRIPT reload for single calls. Several calls go out as one pipeline
+(one round trip); there a NOSCRIPT reply makes us load the scripts and resend
+only the calls that failed (redis-py's own pipeline would first send SCRIPT
+EXISTS on every execute, a second round trip).
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import NoScriptError
 
-from qsim.engine.channel import send_calls
 from qsim.errors import EngineError, RedisUnavailable
 
 __all__ = [
@@ -132,11 +125,9 @@ class ScriptSet:
         self.sources = {name: lua_source(name) for name in SCRIPT_NAMES}
         #: redis-py script objects (``Script`` on a sync client, ``AsyncScript`` on an asyncio one).
         self.scripts: dict[str, Any] = {name: client.register_script(src) for name, src in self.sources.items()}
-        #: The SHA1 of each script, by name.
-        self.shas: dict[str, str] = {name: str(s.sha) for name, s in self.scripts.items()}
 
     def sha(self, name: str) -> str:
-        return self.shas[name]
+        return str(self.scripts[name].sha)
 
 
 def is_cluster(client: Any) -> bool:
@@ -185,11 +176,8 @@ def run_calls(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[An
 
 async def run_calls_async(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
     """Send ``calls`` in one round trip on an asyncio client; replies in order (Cluster: one by one)."""
-    if is_cluster(client):
-        if len(calls) != 1:
-            return [(await run_calls_async(client, scripts, [c]))[0] for c in calls]
-    elif all(c.script for c in calls):
-        return await send_calls(client, calls, scripts.shas, scripts.sources)
+    if len(calls) != 1 and is_cluster(client):
+        return [(await run_calls_async(client, scripts, [c]))[0] for c in calls]
     if len(calls) == 1:
         c = calls[0]
         if c.script:
