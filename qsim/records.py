@@ -105,6 +105,8 @@ def _column(values: Column, dtype: str) -> Any:
     x = np.asarray(values)
     if dtype == "int64" and x.dtype.kind == "i":
         return x  # any width
+    if dtype == "object":  # kept object (not inferred as pandas' str dtype, which would copy it)
+        return pd.Series(x.astype(object, copy=False), dtype=object, copy=False)
     return x.astype(dtype, copy=False)
 
 
