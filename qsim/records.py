@@ -122,7 +122,14 @@ def _frame(columns: Mapping[str, Column], schema: Mapping[str, str], what: str) 
 def jobs_frame(columns: Mapping[str, Column]) -> pd.DataFrame:
     """A jobs table from column arrays (every column of :data:`JOB_COLUMNS`)."""
     df = _frame(columns, JOB_COLUMNS, "jobs")
-    bad = set(df["outcome"].unique()) - set(OUTCOMES)
+    outcome = df["outcome"]
+    if isinstance(outcome.dtype, pd.CategoricalDtype):  # the categories in use (Series.unique would copy)
+        codes = outcome.cat.codes.to_numpy()
+        used = np.unique(codes)
+        values = set(outcome.cat.categories[used[used >= 0]]) | ({"<missing>"} if used.size and used[0] < 0 else set())
+    else:
+        values = set(outcome)
+    bad = values - set(OUTCOMES)
     if bad:
         raise ValueError(f"jobs outcome must be one of {OUTCOMES}, got {sorted(bad)}")
     return df

@@ -37,9 +37,9 @@ class AttemptLog:
     """Columns of every attempt of a run."""
 
     def __init__(self) -> None:
-        self.job = array("q")
-        self.number = array("q")  # 1-based, every attempt the job started (stalls and cut-offs too)
-        self.worker = array("q")
+        self.job = array("i")  # indexes and counts in 32 bits
+        self.number = array("i")  # 1-based, every attempt the job started (stalls and cut-offs too)
+        self.worker = array("i")
         self.start = array("d")
         self.end = array("d")
         self.result = array("b")
@@ -69,8 +69,8 @@ class AttemptLog:
         if not len(self.job):
             z = np.zeros(0, dtype=np.int64)
             return z, z, z, np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int8)
-        return (np.frombuffer(self.job, dtype=np.int64), np.frombuffer(self.number, dtype=np.int64),
-                np.frombuffer(self.worker, dtype=np.int64), np.frombuffer(self.start, dtype=np.float64).copy(),
+        return (np.frombuffer(self.job, dtype=np.int32), np.frombuffer(self.number, dtype=np.int32),
+                np.frombuffer(self.worker, dtype=np.int32), np.frombuffer(self.start, dtype=np.float64).copy(),
                 np.frombuffer(self.end, dtype=np.float64).copy(), np.frombuffer(self.result, dtype=np.int8))
 
     def frame(self, worker_names: Sequence[str], ids: np.ndarray | None = None) -> pd.DataFrame:

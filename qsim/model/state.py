@@ -45,12 +45,13 @@ class JobTable:
             n = 0
         self.started = array("d", [math.nan]) * n  # first attempt
         self.finished = array("d", [math.nan]) * n  # final attempt
-        self.attempts = array("q", [0]) * n
-        self.failed_attempts = array("q", [0]) * n
-        self.stalled = array("q", [0]) * n
-        self.worker = array("q", [-1]) * n  # worker (process) of the last attempt
+        # counts and indexes in 32 bits (half the memory; as fast to set one cell)
+        self.attempts = array("i", [0]) * n
+        self.failed_attempts = array("i", [0]) * n
+        self.stalled = array("i", [0]) * n
+        self.worker = array("i", [-1]) * n  # worker (process) of the last attempt
         self.outcome = array("b", [UNFINISHED]) * n
-        self.parent = array("q", [-1]) * n
+        self.parent = array("i", [-1]) * n
 
     def add(self, *, type_: int, queue: int, priority: int, enqueued: float, service: float,
             parent: int = -1) -> int:
@@ -118,11 +119,11 @@ def _floats(a: array[float]) -> np.ndarray:
 
 
 def _ints(a: array[int]) -> np.ndarray:
-    return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
+    return np.frombuffer(a, dtype=np.dtype(a.typecode)).astype(np.int64) if len(a) else np.zeros(0, dtype=np.int64)
 
 
 def _narrow(a: array[int]) -> np.ndarray:
     """The column as :func:`~qsim.records.small_ints` (a copy, never a view of ``a``)."""
-    view = np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
+    view = np.frombuffer(a, dtype=np.dtype(a.typecode)) if len(a) else np.zeros(0, dtype=np.int64)
     out = small_ints(view)
     return out.copy() if out is view else out
