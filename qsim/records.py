@@ -69,19 +69,22 @@ Column = Sequence[Any] | np.ndarray | pd.Categorical
 def categorical(codes: np.ndarray, names: Sequence[str]) -> pd.Categorical | np.ndarray:
     """A compact ``str`` column: row ``i`` is ``names[codes[i]]`` (every code in ``range(len(names))``).
 
-    Its categories are sorted, so sorting and grouping by it go in the same
-    order as by plain strings. Names that repeat give a plain ``object`` array.
+    Its categories are the names in use, sorted, so counting, mapping, sorting
+    and grouping by it give what they give on plain strings. Names that repeat
+    give a plain ``object`` array.
     """
     c = np.asarray(codes)
     if c.dtype.kind not in "iu":
         c = c.astype(np.int64)
     if len(set(names)) < len(names):
-        return np.asarray(list(names), dtype=object)[c]
-    order = sorted(range(len(names)), key=lambda k: names[k])
-    if order != list(range(len(names))):  # code k -> the place of names[k] among the sorted names
-        rank = np.empty(len(names), dtype=np.int64)
-        rank[order] = np.arange(len(names))
-        c = rank[c]
+        plain: np.ndarray = np.asarray(list(names), dtype=object)[c]
+        return plain
+    used = np.flatnonzero(np.bincount(c, minlength=len(names))).tolist() if c.size else []
+    order = sorted(used, key=lambda k: names[k])
+    if order != list(range(len(names))):  # code k -> the place of names[k] among the sorted names in use
+        rank = np.full(len(names), -1, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        c = small_ints(rank)[c]
     dtype = pd.CategoricalDtype(pd.Index([names[k] for k in order], dtype=object))
     return pd.Categorical.from_codes(c, dtype=dtype)
 

@@ -209,7 +209,7 @@ def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> lis
     else:
         codes, names = pd.factorize(column)
     present = np.unique(codes[measured])
-    out = []
+    out: list[Any] = []
     for k in sorted((k for k in present.tolist() if k >= 0), key=lambda k: names[k]):
         mine = codes == k
         if every:
