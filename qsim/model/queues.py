@@ -64,9 +64,10 @@ class Queues:
             g.on_end(q, now)
         fam = self.family[q]
         if fam is None:
-            was = self.open[q]
+            if self.open[q]:  # an end (and time) only loosens a gate: still open, no need to ask
+                return False
             self.open[q] = now_open = _allows(gates, q)
-            return now_open and not was
+            return now_open
         reopened = False
         for lane in fam:
             was = self.open[lane]
