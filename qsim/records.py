@@ -26,6 +26,15 @@ does not track attempts, then busy time is taken from the jobs table.
 
 ``slots`` — how many worker slots existed over time, as (time, slots) steps
 starting at time 0, so utilization can be integrated when pools grow or shrink.
+
+Compact columns: a ``str`` column may be a pandas ``category`` (the model's
+``type``, ``queue``, ``worker``, ``outcome``, ``parent`` and the attempts'
+``worker`` and ``result`` are: a byte or two a row instead of an 8-byte
+pointer) and an ``int`` column any signed integer width that holds its values
+(:func:`small_ints`); ``job_id`` and the times stay ``object`` and
+``float64``. The values, and so a CSV written from them, are the same
+whatever the dtype: build such columns with :func:`categorical` and
+:func:`small_ints`, and :func:`jobs_frame` keeps them as they are.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["JOB_COLUMNS", "ATTEMPT_COLUMNS", "OUTCOMES", "ATTEMPT_RESULTS", "Records", "jobs_frame", "attempts_frame"]
+__all__ = ["JOB_COLUMNS", "ATTEMPT_COLUMNS", "OUTCOMES", "ATTEMPT_RESULTS", "Records", "jobs_frame", "attempts_frame",
+           "categorical", "small_ints"]
 
 JOB_COLUMNS: Mapping[str, str] = {
     "job_id": "object", "type": "object", "queue": "object", "priority": "int64",
@@ -53,24 +63,82 @@ OUTCOMES = ("completed", "dead", "unfinished", "lost")
 ATTEMPT_RESULTS = ("ok", "failed", "timeout", "stalled", "cutoff")
 
 
-def _frame(columns: Mapping[str, Sequence[Any] | np.ndarray], schema: Mapping[str, str], what: str) -> pd.DataFrame:
+Column = Sequence[Any] | np.ndarray | pd.Categorical
+
+
+def categorical(codes: np.ndarray, names: Sequence[str]) -> pd.Categorical | np.ndarray:
+    """A compact ``str`` column: row ``i`` is ``names[codes[i]]`` (every code in ``range(len(names))``).
+
+    Its categories are the names in use, sorted, so counting, mapping, sorting
+    and grouping by it give what they give on plain strings. Names that repeat
+    give a plain ``object`` array.
+    """
+    c = np.asarray(codes)
+    if c.dtype.kind not in "iu":
+        c = c.astype(np.int64)
+    if len(set(names)) < len(names):
+        plain: np.ndarray = np.asarray(list(names), dtype=object)[c]
+        return plain
+    used = np.flatnonzero(np.bincount(c, minlength=len(names))).tolist() if c.size else []
+    order = sorted(used, key=lambda k: names[k])
+    if order != list(range(len(names))):  # code k -> the place of names[k] among the sorted names in use
+        rank = np.full(len(names), -1, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        c = small_ints(rank)[c]
+    dtype = pd.CategoricalDtype(pd.Index([names[k] for k in order], dtype=object))
+    return pd.Categorical.from_codes(c, dtype=dtype)
+
+
+def small_ints(values: Sequence[int] | np.ndarray) -> np.ndarray:
+    """A compact ``int`` column: the values in the narrowest of int8, int16, int32, int64 that holds them."""
+    x = np.asarray(values)
+    if x.dtype.kind not in "iub":
+        x = x.astype(np.int64)
+    lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
+    for t in (np.int8, np.int16, np.int32):
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return x.astype(t, copy=False)
+    return x.astype(np.int64, copy=False)
+
+
+def _column(values: Column, dtype: str) -> Any:
+    if dtype == "object" and isinstance(values, pd.Categorical):
+        return values  # compact, kept as it is
+    x = np.asarray(values)
+    if dtype == "int64" and x.dtype.kind == "i":
+        return x  # any width
+    if dtype == "object":  # kept object (not inferred as pandas' str dtype, which would copy it)
+        return pd.Series(x.astype(object, copy=False), dtype=object, copy=False)
+    return x.astype(dtype, copy=False)
+
+
+def _frame(columns: Mapping[str, Column], schema: Mapping[str, str], what: str) -> pd.DataFrame:
     missing = [c for c in schema if c not in columns]
     extra = [c for c in columns if c not in schema]
     if missing or extra:
         raise ValueError(f"{what} columns: missing {missing}, unknown {extra}")
-    return pd.DataFrame({c: np.asarray(columns[c]) for c in schema}).astype(dict(schema))
+    # copy=False: the frame owns the arrays it is given (they are not copied once more)
+    return pd.DataFrame({c: _column(columns[c], t) for c, t in schema.items()}, copy=False)
 
 
-def jobs_frame(columns: Mapping[str, Sequence[Any] | np.ndarray]) -> pd.DataFrame:
+def jobs_frame(columns: Mapping[str, Column]) -> pd.DataFrame:
     """A jobs table from column arrays (every column of :data:`JOB_COLUMNS`)."""
     df = _frame(columns, JOB_COLUMNS, "jobs")
-    bad = set(df["outcome"]) - set(OUTCOMES)
+    outcome = df["outcome"]
+    if isinstance(outcome.dtype, pd.CategoricalDtype):  # the categories in use (Series.unique would copy)
+        codes = outcome.cat.codes.to_numpy()
+        used = np.unique(codes)
+        values = set(outcome.cat.categories[used[used >= 0]]) | ({"<missing>"} if used.size and used[0] < 0 else set())
+    else:
+        values = set(outcome)
+    bad = values - set(OUTCOMES)
     if bad:
         raise ValueError(f"jobs outcome must be one of {OUTCOMES}, got {sorted(bad)}")
     return df
 
 
-def attempts_frame(columns: Mapping[str, Sequence[Any] | np.ndarray] | None = None) -> pd.DataFrame:
+def attempts_frame(columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
     """An attempts table from column arrays (empty when ``columns`` is None)."""
     if columns is None:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in ATTEMPT_COLUMNS.items()})

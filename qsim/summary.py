@@ -107,26 +107,39 @@ def _no_stats() -> Stats:
 def stats(values: pd.Series | np.ndarray) -> Stats:
     """mean, p50, p95, p99 and max of ``values`` (NaNs dropped; None when empty)."""
     x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
+    keep = ~np.isnan(x)
+    if not keep.all():
+        x = x[keep]
     if x.size == 0:
         return _no_stats()
     p50, p95, p99 = np.percentile(x, [50, 95, 99])
     return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99), "max": float(x.max())}
 
 
+def _sorted(x: np.ndarray) -> np.ndarray:
+    return x if x.size < 2 or bool((x[1:] >= x[:-1]).all()) else np.sort(x)
+
+
 def _max_depth(enqueued: np.ndarray, started: np.ndarray, warmup: float, end: float) -> int:
-    """Most jobs enqueued and not yet started at any moment of [warmup, end]."""
+    """Most jobs enqueued and not yet started at any moment of [warmup, end].
+
+    Counted without sorting every event: at equal times starts count before
+    arrivals, so the depth only rises at arrivals; the most is at warmup (the
+    depth after every event before it) or just after the arrivals at some time
+    ``a`` in the window: ``#(enqueued <= a) - #(started <= a)``.
+    """
     if enqueued.size == 0:
         return 0
-    times = np.concatenate([enqueued, started[~np.isnan(started)]])
-    steps = np.concatenate([np.ones(enqueued.size), -np.ones(int((~np.isnan(started)).sum()))])
-    order = np.lexsort((steps, times))  # at equal times, starts (-1) before arrivals (+1)
-    depth = np.cumsum(steps[order])
-    t = times[order]
-    inside = (t >= warmup) & (t <= end)
-    before = t < warmup
-    at_warmup = depth[before][-1] if before.any() else 0.0
-    return int(max(at_warmup, depth[inside].max() if inside.any() else 0.0))
+    enq = _sorted(enqueued)
+    st = np.sort(started[~np.isnan(started)])
+    at_warmup = int(np.searchsorted(enq, warmup, side="left")) - int(np.searchsorted(st, warmup, side="left"))
+    inside = enq[int(np.searchsorted(enq, warmup, side="left")):int(np.searchsorted(enq, end, side="right"))]
+    if inside.size:
+        depth = np.searchsorted(enq, inside, side="right")
+        depth -= np.searchsorted(st, inside, side="right")
+        return max(at_warmup, int(depth.max()))
+    starts_inside = np.searchsorted(st, end, side="right") > np.searchsorted(st, warmup, side="left")
+    return at_warmup if starts_inside else max(at_warmup, 0)
 
 
 def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup: float = 0.0) -> Summary:
@@ -153,9 +166,9 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
 
     by_type: dict[str, TypeSummary] = {}
     for name, rows in _groups(jobs["type"], measured):
-        ok = rows[completed[rows]]
+        ok = rows & completed
         by_type[name] = {
-            "completed": int(ok.size),
+            "completed": int(ok.sum()),
             "dead": int(dead[rows].sum()),
             "wait": stats(wait_all[rows]),
             "latency": stats(latency_all[ok]),
@@ -165,7 +178,8 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
         by_queue[name] = {
             "completed": int(completed[rows].sum()),
             "dead": int(dead[rows].sum()),
-            "max_depth": _max_depth(enq[every], started[every], warmup, end),
+            "max_depth": _max_depth(enq, started, warmup, end) if every is None
+            else _max_depth(enq[every], started[every], warmup, end),
             "wait": stats(wait_all[rows]),
         }
 
@@ -196,15 +210,21 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
 
 def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> list[Any]:
     """Per value of ``column`` present among the measured rows, in sorted order: (name, measured rows
-    [, all rows]) as index arrays in row order (what ``groupby(sort=True)`` of the measured rows gives)."""
-    codes, names = pd.factorize(column)
-    m_codes = codes[measured]
-    present = np.unique(m_codes[m_codes >= 0])
-    idx = np.flatnonzero(measured)
-    out = []
-    for k in sorted(present.tolist(), key=lambda k: names[k]):
-        rows = idx[m_codes == k]
-        out.append((str(names[k]), rows, np.flatnonzero(codes == k)) if every else (str(names[k]), rows))
+    [, all rows]) as boolean masks (what ``groupby(sort=True)`` of the measured rows gives); all rows
+    is None when it is every row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):  # compact: its codes as they are
+        codes, names = column.cat.codes.to_numpy(), column.cat.categories
+    else:
+        codes, names = pd.factorize(column)
+    present = np.unique(codes[measured])
+    out: list[Any] = []
+    for k in sorted((k for k in present.tolist() if k >= 0), key=lambda k: names[k]):
+        mine = codes == k
+        if every:
+            out.append((str(names[k]), mine & measured, None if mine.all() else mine))
+        else:
+            mine &= measured
+            out.append((str(names[k]), mine))
     return out
 
 
@@ -216,9 +236,12 @@ def _busy(records: Records, start: float, end: float) -> float:
     else:  # no attempt table: one span per job, first start to finish
         j = records.jobs
         s, e = j["started"].to_numpy(float), j["finished"].to_numpy(float)
-    e = np.where(np.isnan(e), end, e)
+    span = np.where(np.isnan(e), end, e)  # in place from here: one array of the attempts' size at a time
+    np.minimum(span, end, out=span)
+    span -= np.maximum(s, start)
+    np.clip(span, 0, None, out=span)
     ok = ~np.isnan(s)
-    return float(np.clip(np.minimum(e[ok], end) - np.maximum(s[ok], start), 0, None).sum())
+    return float((span if ok.all() else span[ok]).sum())
 
 
 # --------------------------------------------------------------------- streaming

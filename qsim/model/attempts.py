@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from qsim.records import attempts_frame
+from qsim.records import attempts_frame, categorical, small_ints
 
 __all__ = ["AttemptLog", "OK", "FAILED", "TIMEOUT", "STALLED", "CUTOFF", "RESULT_NAMES"]
 
@@ -37,9 +37,9 @@ class AttemptLog:
     """Columns of every attempt of a run."""
 
     def __init__(self) -> None:
-        self.job = array("q")
-        self.number = array("q")  # 1-based, every attempt the job started (stalls and cut-offs too)
-        self.worker = array("q")
+        self.job = array("i")  # indexes and counts in 32 bits
+        self.number = array("i")  # 1-based, every attempt the job started (stalls and cut-offs too)
+        self.worker = array("i")
         self.start = array("d")
         self.end = array("d")
         self.result = array("b")
@@ -69,19 +69,26 @@ class AttemptLog:
         if not len(self.job):
             z = np.zeros(0, dtype=np.int64)
             return z, z, z, np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int8)
-        return (np.frombuffer(self.job, dtype=np.int64), np.frombuffer(self.number, dtype=np.int64),
-                np.frombuffer(self.worker, dtype=np.int64), np.frombuffer(self.start, dtype=np.float64).copy(),
+        return (np.frombuffer(self.job, dtype=np.int32), np.frombuffer(self.number, dtype=np.int32),
+                np.frombuffer(self.worker, dtype=np.int32), np.frombuffer(self.start, dtype=np.float64).copy(),
                 np.frombuffer(self.end, dtype=np.float64).copy(), np.frombuffer(self.result, dtype=np.int8))
 
-    def frame(self, worker_names: Sequence[str]) -> pd.DataFrame:
-        """The ``attempts`` table of :mod:`qsim.records`."""
+    def frame(self, worker_names: Sequence[str], ids: np.ndarray | None = None) -> pd.DataFrame:
+        """The ``attempts`` table of :mod:`qsim.records`, with compact columns (as the jobs table's).
+
+        ``ids``: every job's id (the jobs table's ``job_id``: the attempts share its strings;
+        default: built here).
+        """
         job, number, worker, start, end, result = self.arrays()
-        names = np.asarray(list(worker_names) + [""], dtype=object)
+        if ids is None:
+            ids = np.array([f"j{i}" for i in range(int(job.max()) + 1 if job.size else 0)], dtype=object)
+        ids = np.asarray(ids, dtype=object)
+        worker = np.where(worker < 0, len(worker_names), worker)  # -1 -> ""
         return attempts_frame({
-            "job_id": np.array([f"j{i}" for i in job.tolist()], dtype=object),
-            "attempt": number,
-            "worker": names[worker],
+            "job_id": ids[job],
+            "attempt": small_ints(number),
+            "worker": categorical(small_ints(worker), [*worker_names, ""]),
             "start": start,
             "end": end,
-            "result": np.asarray(RESULT_NAMES, dtype=object)[result.astype(np.int64)],
+            "result": categorical(result, RESULT_NAMES),
         })

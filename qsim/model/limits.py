@@ -43,7 +43,11 @@ __all__ = ["Gate", "ConcurrencyLimit", "RateLimit"]
 
 
 class Gate(Protocol):
-    """A limit on when a queue may start a job."""
+    """A limit on when a queue may start a job.
+
+    Only a start may close a gate: an end, or time passing, only opens it
+    (:meth:`~qsim.model.queues.Queues.gates_ended` relies on it: an open queue stays open).
+    """
 
     def allows(self, q: int) -> bool:
         """Whether queue ``q`` may start a job now."""

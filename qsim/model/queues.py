@@ -51,10 +51,10 @@ class Queues:
             g.on_start(q, now)
         fam = self.family[q]
         if fam is None:
-            self.open[q] = all(g.allows(q) for g in gates)
+            self.open[q] = _allows(gates, q)
         else:  # a shared concurrency limit may have closed the queue's other lanes too
             for lane in fam:
-                self.open[lane] = all(g.allows(lane) for g in self.gates[lane])
+                self.open[lane] = _allows(self.gates[lane], lane)
 
     def gates_ended(self, q: int, now: float) -> bool:
         """A job of ``q`` stopped running: tell the gates; True when this reopened the lane (or one of its
@@ -64,13 +64,14 @@ class Queues:
             g.on_end(q, now)
         fam = self.family[q]
         if fam is None:
-            was = self.open[q]
-            self.open[q] = all(g.allows(q) for g in gates)
-            return self.open[q] and not was
+            if self.open[q]:  # an end (and time) only loosens a gate: still open, no need to ask
+                return False
+            self.open[q] = now_open = _allows(gates, q)
+            return now_open
         reopened = False
         for lane in fam:
             was = self.open[lane]
-            self.open[lane] = all(g.allows(lane) for g in self.gates[lane])
+            self.open[lane] = _allows(self.gates[lane], lane)
             reopened = reopened or (self.open[lane] and not was)
         return reopened
 
@@ -82,5 +83,13 @@ class Queues:
     def refresh(self, q: int) -> bool:
         """Re-ask the gates (e.g. when a rate-limit window rolls); True when ``q`` reopened."""
         was = self.open[q]
-        self.open[q] = all(g.allows(q) for g in self.gates[q])
-        return self.open[q] and not was
+        self.open[q] = now_open = _allows(self.gates[q], q)
+        return now_open and not was
+
+
+def _allows(gates: list[Gate], q: int) -> bool:
+    """Whether every gate lets ``q`` start a job (asked in order, up to the first that does not)."""
+    for g in gates:
+        if not g.allows(q):
+            return False
+    return True

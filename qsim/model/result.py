@@ -12,7 +12,7 @@ import pandas as pd
 
 from qsim.display import summary_html, summary_line
 from qsim.errors import QsimError
-from qsim.records import Records, attempts_frame
+from qsim.records import Records, attempts_frame, categorical
 from qsim.scenario import Scenario
 from qsim.summary import Summary
 
@@ -93,11 +93,20 @@ class ModelResult:
 
 
 def core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:
-    """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running)."""
+    """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running).
+
+    Compact columns, as the jobs table's; ``job_id`` shares the jobs table's strings.
+    """
     started = jobs["started"].to_numpy(float)
     ran = ~np.isnan(started)  # column by column: no copy of the whole frame
-    end = jobs["finished"].to_numpy(float)[ran]
+    every = bool(ran.all())
+    end = jobs["finished"].to_numpy(float)
+    end = end.copy() if every else end[ran]
+    worker = jobs["worker"]
+    done = ~np.isnan(end)
     return attempts_frame({
-        "job_id": jobs["job_id"].to_numpy()[ran], "attempt": np.ones(int(ran.sum()), dtype=np.int64),
-        "worker": jobs["worker"].to_numpy()[ran], "start": started[ran], "end": end,
-        "result": np.where(~np.isnan(end), "ok", "cutoff").astype(object)})
+        "job_id": jobs["job_id"].to_numpy().copy() if every else jobs["job_id"].to_numpy()[ran],
+        "attempt": np.ones(end.size, dtype=np.int8),
+        "worker": worker.array.copy() if every else worker.array[ran],
+        "start": started.copy() if every else started[ran], "end": end,
+        "result": categorical(np.where(done, 0, 1).astype(np.int8), ("ok", "cutoff"))})

@@ -220,7 +220,7 @@ class Model:
             "timeseries": lambda: timeseries_frame(core.queue_names, self.timeseries_changes())}
         slots: tuple[tuple[float, int], ...] = ((0.0, core.n_slots),)
         if isinstance(rec, AttemptRecords):
-            attempts = rec.log.frame(core.worker_names)
+            attempts = rec.log.frame(core.worker_names, jobs["job_id"].to_numpy())
             if self.events is not None:
                 slots = tuple(self.events.slot_steps)
                 extra["drains"] = self.events.frame

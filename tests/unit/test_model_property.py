@@ -113,9 +113,10 @@ def test_random_mixtures_lose_nothing_and_keep_every_record_and_limit(raw: dict[
     by_job = att.groupby("job_id")
     n = by_job.size().reindex(jobs["job_id"], fill_value=0).to_numpy()
     assert (n == jobs["attempts"].to_numpy()).all()
-    failed = by_job["result"].apply(lambda x: int(x.isin(["failed", "timeout"]).sum()))
+    # (astype: with no attempt at all, apply keeps the result column's categorical dtype)
+    failed = by_job["result"].apply(lambda x: int(x.isin(["failed", "timeout"]).sum())).astype("int64")
     assert (failed.reindex(jobs["job_id"], fill_value=0).to_numpy() == jobs["failed_attempts"].to_numpy()).all()
-    stalls = by_job["result"].apply(lambda x: int((x == "stalled").sum()))
+    stalls = by_job["result"].apply(lambda x: int((x == "stalled").sum())).astype("int64")
     assert (stalls.reindex(jobs["job_id"], fill_value=0).to_numpy() >= jobs["stalled"].to_numpy()).all()
     srt = att.sort_values(["job_id", "attempt"])
     same = srt["job_id"].to_numpy()[1:] == srt["job_id"].to_numpy()[:-1]
