@@ -48,26 +48,25 @@ Drain rates use Redis-clock job timestamps: first attempt start to last
 finish, so process start-up is not counted.
 
 Measured on a shared 2-core VM (Python 3.11, redis-py 8.1, Redis 7, Node 20,
-bullmq 5.81.5; other jobs were running), median of 5 runs, qsim/BullMQ in
+bullmq 5.81.5; quiet but for this run), median of 5 runs, qsim/BullMQ in
 the same run (``--only-bullmq --runs 5``):
 
     system                     no-op c10  ratio    I/O c50  ratio  of asyncio  pickup p50 / p95
-    BullMQ (Node)                  8,137      -      3,385      -        72%   0.80 / 3.07 ms
-    qsim, default install         11,383  1.40x      4,056  1.20x        87%   0.74 / 1.49 ms
-    qsim +hiredis                 11,902  1.46x      3,977  1.17x        85%   0.75 / 1.63 ms
-    qsim +uvloop                  12,027  1.48x      4,302  1.27x        92%   0.69 / 1.84 ms
-    qsim +hiredis +uvloop (fast)  11,865  1.46x      4,373  1.29x        93%   0.78 / 1.42 ms
+    BullMQ (Node)                  8,699      -      3,709      -        80%   0.86 / 2.71 ms
+    qsim, default install          8,735  1.00x      3,850  1.04x        83%   0.91 / 1.73 ms
+    qsim +hiredis                 10,804  1.24x      3,964  1.07x        85%   0.86 / 1.44 ms
+    qsim +uvloop                   9,894  1.14x      4,060  1.09x        87%   0.82 / 1.31 ms
+    qsim +hiredis +uvloop (fast)  11,658  1.34x      4,019  1.08x        86%   0.76 / 1.61 ms
 
-Single runs vary a lot here, BullMQ's no-op drain most (6.2k-14.9k jobs/s
-in those 5 runs, qsim's default 10.7k-14.2k): in the two runs where the
-machine was quietest BullMQ was level with qsim or ahead (14.7k vs 14.2k,
-14.9k vs 11.4k), so the no-op ratio is a median over a loaded machine, not
-a constant. An earlier 3-run table gave 1.47x / 1.25x. uvloop is the
-accelerator that shows: it lifts the I/O-bound drain from ~85% to ~92% of
-the bare-asyncio ceiling (the same as ``prefetch`` without its cost);
-hiredis's effect is within the noise for these small replies. Pickup is
-timed from the middle of the producer's add call (when the job reached
-Redis, near enough) to the handler's start on both sides.
+Single runs vary by about +-25% on both sides (BullMQ's no-op drain
+8.1k-9.3k jobs/s in these 5 runs and 8.6k-11.6k in the next 5; qsim's
+default 7.7k-10.9k), so the ratios are medians, not constants: a second
+run of the same command (with a lean hand-written EVALSHA channel in the
+worker, since dropped, see worker_cpu.py) gave 1.08x / 1.24x / 1.37x /
+1.17x for the no-op rows. hiredis and uvloop each lift the no-op drain;
+uvloop lifts the I/O-bound drain towards the bare-asyncio ceiling (87-89%
+against 82-83%); ``prefetch`` reaches ~90-92% on the default install at the
+cost described above.
 
 Usage: ``python benchmarks/engine_throughput.py [--jobs 20000] [--runs 3]``
 """
