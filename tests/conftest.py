@@ -13,6 +13,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 from redis_server import RedisServer  # noqa: E402
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true",
+                     help="also run the long end-to-end tests (marker 'long'); `-m long` runs only them")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run leaves the ``long`` tests out (they show as deselected) unless ``--long`` is given."""
+    if config.getoption("--long"):
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """The session's redis-server (started on first use, stopped at the end)."""

@@ -24,7 +24,7 @@ import pytest
 from stepped_load import AdviceWatch, Producer, Workers, settled, waits
 from waiting import wait_until
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(240)]
 
 SLO, LIMIT = "p95_wait<=0.5", 0.5
 RATE, MEAN, CONCURRENCY, START_WORKERS = 10.0, 0.2, 2, 2

@@ -34,6 +34,7 @@ def workload(workers: int, concurrency: int, seed: int = 5, duration: float = 8.
         "pools": [{"name": "shop", "queues": ["orders"], "workers": workers, "concurrency": concurrency}]})
 
 
+@pytest.mark.long
 def test_engine_round_trip_at_another_concurrency(redis_url: str) -> None:
     # Given the workload measured on the engine at concurrency 4
     measured = run_scenario(workload(2, 4), redis_url, keep=True)

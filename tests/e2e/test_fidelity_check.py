@@ -5,7 +5,8 @@ cover the mechanisms whose timing the model mirrors from the engine: keyed rate-
 (fetch.lua), stalled recovery after a SIGKILL (lock renewal, check phase, front of the level),
 a SIGTERM cut-off (hand-back to the front), timeouts (labelled by the worker) and weighted
 round-robin over two backlogged queues. Each must pass with the default tolerances (p50/p95
-within 10% or 20 ms, throughput 3%, dead/lost/unfinished exact). About 65 s.
+within 10% or 20 ms, throughput 3%, dead/lost/unfinished exact). About 65 s: the default run
+keeps keyed-rate-limit (10 s); the other four are marked ``long`` (``--long``; CI runs them).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from qsim.cli.output import format_check
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-CASES = [("keyed-rate-limit", 60), ("sigkill-recovery", 200), ("sigterm-grace", 100), ("timeouts", 150), ("wrr", 300)]
+LONG = pytest.mark.long  # ~10-22 s each: in CI's second step and with --long, not in the default run
+CASES = [("keyed-rate-limit", 60), pytest.param("sigkill-recovery", 200, marks=LONG),
+         pytest.param("sigterm-grace", 100, marks=LONG), pytest.param("timeouts", 150, marks=LONG),
+         pytest.param("wrr", 300, marks=LONG)]
 
 
 @pytest.mark.timeout(90)

@@ -93,6 +93,7 @@ def test_workshop_headless_adds_at_the_scenario_rate_and_reports_job_latency(red
 
 
 @pytest.mark.redis
+@pytest.mark.long
 def test_two_types_on_two_queues_keep_their_own_rates_across_locust_processes(redis_url: str,
                                                                                tmp_path: Path) -> None:
     # Given two job types with different rates on two queues, one pool serving both
