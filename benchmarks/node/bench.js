@@ -14,7 +14,7 @@
 'use strict';
 const path = require('path');
 const { Queue, Worker } = require('bullmq');
-const { connection } = require(path.join(__dirname, '..', '..', 'tests', 'node', 'common'));
+const { connection, serveUntilSignal } = require(path.join(__dirname, '..', '..', 'tests', 'node', 'common'));
 
 // wall-clock milliseconds with a fraction (Date.now() has whole milliseconds only)
 const nowMs = () => performance.timeOrigin + performance.now();
@@ -51,18 +51,7 @@ async function pickup(cfg) {
 async function work(cfg) {
   const worker = new Worker(cfg.queue, HANDLERS[cfg.handler], {
     connection: connection(cfg.redis), prefix: cfg.prefix, concurrency: cfg.concurrency });
-  worker.on('error', (e) => process.stderr.write(`worker error: ${e}\n`));
-  await worker.waitUntilReady();
-  process.stdout.write('ready\n');
-  let closing = false;
-  const stop = async () => {
-    if (closing) return;
-    closing = true;
-    await worker.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  await serveUntilSignal(worker);
 }
 
 const [cmd, raw] = process.argv.slice(2);

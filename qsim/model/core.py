@@ -297,9 +297,13 @@ class ModelCore:
             heappush(heaps[q], (key[job], queues.seq, job))
             if q not in touched:
                 touched.append(q)
+        self._announce(touched, now)
+
+    def _announce(self, touched: list[int], now: float) -> None:
+        """Queues ``touched`` got jobs at once: record their lengths, then offer each to the pools."""
         if self._queued is not None:
             for q in touched:
-                self._queued(q, len(heaps[q]), now)
+                self._queued(q, len(self._heaps[q]), now)
         for q in touched:
             self._offer(q, now)
 
@@ -401,11 +405,7 @@ class ModelCore:
             heappush(heaps[q], (key[job], i - queues.front, job))
             if q not in touched:
                 touched.append(q)
-        if self._queued is not None:
-            for q in touched:
-                self._queued(q, len(heaps[q]), now)
-        for q in touched:
-            self._offer(q, now)
+        self._announce(touched, now)
 
     def job_on(self, slot: int) -> int:
         """The job running on ``slot``, or -1."""

@@ -17,6 +17,10 @@ from test_flow import FAST, run_workers
 pytestmark = pytest.mark.redis
 
 
+async def state(q: AsyncQueue, jid: str, want: str) -> bool:
+    return (await q.get_job(jid)).state == want
+
+
 async def _until(cond: Any, timeout: float = 15.0) -> None:
     async with asyncio.timeout(timeout):
         while not await cond():
@@ -46,9 +50,6 @@ def test_a_retried_flow_parent_waits_for_its_children_and_then_sees_them_all(red
         ws = [Worker("data", child, redis=redis_url, concurrency=2, **FAST),
               Worker("inv", invoice, redis=redis_url, **FAST)]
         tasks = [asyncio.ensure_future(w.run()) for w in ws]
-
-        async def state(q: AsyncQueue, jid: str, want: str) -> bool:
-            return (await q.get_job(jid)).state == want
 
         # a dies, so p dies with ChildFailed while b still runs
         await _until(lambda: state(inv, "p", "dead"))
@@ -178,9 +179,6 @@ def test_a_purged_fail_child_sends_its_waiting_parent_to_the_dlq_and_a_later_ret
         ws = [Worker("data2", child, redis=redis_url, concurrency=2, **FAST),
               Worker("inv2", invoice, redis=redis_url, **FAST)]
         tasks = [asyncio.ensure_future(w.run()) for w in ws]
-
-        async def state(q: AsyncQueue, jid: str, want: str) -> bool:
-            return (await q.get_job(jid)).state == want
 
         await _until(lambda: state(inv, "p", "dead"))
         await _until(lambda: state(data, "b", "completed"))

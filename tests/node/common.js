@@ -73,4 +73,20 @@ function config() {
   return JSON.parse(raw);
 }
 
-module.exports = { connection, rng, draw, config, seedOf };
+// Wait until `worker` is connected, print "ready", then close it and exit on SIGTERM/SIGINT.
+async function serveUntilSignal(worker) {
+  worker.on('error', (e) => process.stderr.write(`worker error: ${e}\n`));
+  await worker.waitUntilReady();
+  process.stdout.write('ready\n');
+  let closing = false;
+  const stop = async () => {
+    if (closing) return;
+    closing = true;
+    await worker.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+module.exports = { connection, rng, draw, config, seedOf, serveUntilSignal };

@@ -15,7 +15,7 @@
 // Prints "ready" on stdout once connected; on SIGTERM closes gracefully and exits 0.
 'use strict';
 const { Worker } = require('bullmq');
-const { connection, rng, draw, config, seedOf } = require('./common');
+const { connection, rng, draw, config, seedOf, serveUntilSignal } = require('./common');
 
 function pick(table, name) {
   if (!table) return undefined;
@@ -47,18 +47,7 @@ async function main() {
   const opts = { connection: connection(cfg.redis), prefix: cfg.prefix || 'bull', concurrency: cfg.concurrency || 1 };
   if (cfg.name) opts.name = cfg.name;
   const worker = new Worker(cfg.queue, processor, opts);
-  worker.on('error', (e) => process.stderr.write(`worker error: ${e}\n`));
-  await worker.waitUntilReady();
-  process.stdout.write('ready\n');
-  let closing = false;
-  const stop = async () => {
-    if (closing) return;
-    closing = true;
-    await worker.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  await serveUntilSignal(worker);
 }
 
 main().catch((e) => { process.stderr.write(String(e && e.stack || e) + '\n'); process.exit(1); });
