@@ -89,6 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--stalled-interval", type=pos_float, default=30.0, help="stalled check period (default 30)")
     p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
     p.add_argument("--shutdown-grace", type=nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
+    p.add_argument("--prefetch", type=_prefetch, default="auto", metavar="auto|N",
+                   help="jobs fetched ahead of free slots: auto (default: a few, only for short jobs on queues "
+                        "without concurrency or rate limits) or a fixed number (0: never)")
     _redact_option(p)
     p.add_argument("--no-uvloop", action="store_true",
                    help=f"run on asyncio's own event loop even when uvloop is installed (the fast extra); "
@@ -126,6 +129,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _ids_anywhere(p)
 
 
+def _prefetch(text: str) -> int | str:
+    """argparse type of ``--prefetch``: ``auto`` or an integer >= 0."""
+    return "auto" if text == "auto" else nonneg_int(text)
+
+
 def _ids_anywhere(p: argparse.ArgumentParser) -> None:
     """Let ``dlq show --queue q ID`` take the ids after the options too: argparse fills the ``ids``
     positional (nargs="*") with nothing when an option follows the action, then calls a later id
@@ -158,7 +166,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
                         lock_duration=args.lock_duration, stalled_interval=args.stalled_interval,
                         max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix,
-                        redact=_redacted_fields(args))
+                        redact=_redacted_fields(args), prefetch=args.prefetch)
     except ValueError as e:
         err("worker", str(e))
         return EXIT_BAD_INPUT

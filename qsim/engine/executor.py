@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[Job], Awaitable[Any]]
 
 _CORRUPT = (ValueError, KeyError, TypeError, RecursionError, PayloadError)
+#: Weight of the newest attempt in :attr:`Executor.run_time` (a moving average over ~10 attempts).
+_RUN_TIME_WEIGHT = 0.1
 
 
 class Executor:
@@ -66,7 +68,9 @@ class Executor:
         self._names = settings.names
         self._redact = settings.redact_fields
         self._max_payload = settings.max_payload
-        self._slots = asyncio.Semaphore(settings.concurrency) if settings.prefetch else None
+        self._slots = asyncio.Semaphore(settings.concurrency) if settings.prefetch != 0 else None
+        #: Moving average of the handler's run time in seconds (None before the first attempt ends).
+        self.run_time: float | None = None
         self._cutting: set[asyncio.Future[None]] = set()  # tasks this worker cancels (shutdown cut-off)
         self._backoffs: dict[str, Backoff | None] = {"": None}
         self._rng = random.Random()
@@ -116,13 +120,23 @@ class Executor:
     async def _run(self, job: Job) -> None:
         slots = self._slots
         slot = False
+        t0 = 0.0
         try:
-            if slots is not None:  # fetched ahead: wait for a free slot
-                await slots.acquire()
+            if slots is not None:
+                if slots.locked():  # fetched ahead: wait for a free slot, and say how long (the job's start moves)
+                    asked = time.perf_counter()
+                    await slots.acquire()
+                    held = time.perf_counter() - asked
+                    job.held_us = int(held * 1e6)
+                    if job.wait is not None:
+                        job.wait += held
+                else:
+                    await slots.acquire()
                 slot = True
                 if self.closing:  # never started: hand it back, the attempt does not count
                     self.outbox.releases.append((job, False))
                     return
+            t0 = time.perf_counter()
             if self.hooks:
                 result = await self._hooked(job)
             elif job.timeout > 0:
@@ -146,6 +160,10 @@ class Executor:
             # DLQ); it does not stop the worker: only signals (SIGTERM/SIGINT) and close() do that.
             self.failed(job, e)
         finally:
+            if t0:
+                took = time.perf_counter() - t0
+                rt = self.run_time
+                self.run_time = took if rt is None else rt + _RUN_TIME_WEIGHT * (took - rt)
             if slot:
                 slots.release()  # type: ignore[union-attr]
             if self.active.get(job.id, (None,))[0] is job:  # not a newer attempt of the same id

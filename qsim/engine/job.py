@@ -29,10 +29,12 @@ class Job:
         timeout: Per-attempt timeout in seconds (0 = none).
         wait: Seconds from enqueue to the start of this first attempt (Redis
             clock; None on later attempts).
+        held_us: Microseconds this attempt waited in the worker for a free
+            slot before its handler ran (fetched ahead; 0 otherwise).
     """
 
     __slots__ = ("id", "name", "data", "attempt", "queue", "max_attempts", "timeout", "backoff", "token",
-                 "lock_lost", "_context", "wait")
+                 "lock_lost", "_context", "wait", "held_us")
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class Job:
         self.lock_lost = False
         self._context = context
         self.wait: float | None = None
+        self.held_us = 0
 
     async def progress(self, value: Any) -> None:
         """Report progress (any JSON value); stored and published as an event.

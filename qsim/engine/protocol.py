@@ -31,6 +31,7 @@ __all__ = [
     "fetch_multi_call",
     "parse_fetch",
     "parse_fetch_status",
+    "FetchReply",
     "POLICIES",
     "complete_call",
     "fail_call",
@@ -191,28 +192,44 @@ def parse_fetch(reply: str) -> list[Fetched]:
     return [Fetched(*r) for r in json.loads(reply)[1:]]
 
 
-def parse_fetch_status(reply: str) -> tuple[list[Fetched], int, list[int]]:
-    """Jobs, ms until a rate-limited queue may start a job (-1: none is), and the
-    (1-based) indexes of the queues whose rate limit holds back waiting jobs."""
+class FetchReply(NamedTuple):
+    """What a ``fetch`` call returned (see lua/fetch.lua)."""
+
+    #: The jobs taken, in the order they were chosen.
+    jobs: list[Fetched]
+    #: ms until a rate-limited queue may start a job (-1: none is).
+    wait_ms: int
+    #: The (1-based) indexes of the queues whose rate limit holds back waiting jobs.
+    held: list[int]
+    #: Whether a queue of the call has a concurrency or rate limit set.
+    limited: bool
+
+
+def parse_fetch_status(reply: str) -> FetchReply:
+    """The jobs and status of a ``fetch`` reply."""
     r = json.loads(reply)
     status = r[0]
-    return [Fetched(*j) for j in r[1:]], int(status[0]), [int(i) for i in status[1:]]
+    return FetchReply([Fetched(*j) for j in r[1:]], int(status[0]), [int(i) for i in status[2:]], status[1] == 1)
 
 
 def complete_call(
-    k: QueueKeys, maxlen: int, keep_count: int, keep_age_ms: int, items: Iterable[tuple[str, str, str]]
+    k: QueueKeys, maxlen: int, keep_count: int, keep_age_ms: int,
+    items: Iterable[tuple[str, str, str] | tuple[str, str, str, int]],
 ) -> Call:
+    """Per job ``(id, token, return value JSON[, held_us])``: ``held_us``, the µs the job waited in the
+    worker for a free slot (fetched ahead), moves its recorded start on by that much (default 0)."""
     args: list[Any] = [k.job_prefix, maxlen, keep_count, keep_age_ms]
     for it in items:
-        args.extend(it)
+        args.extend(it if len(it) == 4 else (*it, 0))
     return Call("complete", (k.active, k.completed, k.events, k.meta), args)
 
 
 def fail_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[Any, ...]]) -> Call:
-    """Per job ``(id, token, error, traceback, delay_ms[, outcome])``: outcome ``"timeout"`` or ``"failed"``."""
+    """Per job ``(id, token, error, traceback, delay_ms[, outcome[, held_us]])``: outcome ``"timeout"`` or
+    ``"failed"`` (the default); ``held_us`` as for :func:`complete_call` (default 0)."""
     args: list[Any] = [k.job_prefix, maxlen]
     for it in items:
-        args.extend(it if len(it) == 6 else (*it, "failed"))
+        args.extend((*it, "failed", 0)[:7] if len(it) == 5 else (*it, 0)[:7])
     return Call("fail", (k.active, k.wait, k.delayed, k.dead, k.events, k.marker, k.seq), args)
 
 

@@ -55,7 +55,7 @@ class WorkerSettings:
     block_timeout: float = 5.0
     batch_size: int = 8
     max_inflight: int = 2
-    prefetch: int = 0
+    prefetch: int | str = "auto"
     handle_signals: bool = True
     worker_id: str | None = None
 
@@ -104,8 +104,9 @@ class WorkerSettings:
         for what, n in (("batch_size", self.batch_size), ("max_inflight", self.max_inflight)):
             if not _is_int(n) or n < 1:
                 raise ValueError(f"{what} must be an int >= 1, got {n!r}")
-        if not _is_int(self.prefetch) or self.prefetch < 0:
-            raise ValueError(f"prefetch must be an int >= 0, got {self.prefetch!r}")
+        p = self.prefetch
+        if p != "auto" and not (isinstance(p, int) and _is_int(p) and p >= 0):
+            raise ValueError(f"prefetch must be 'auto' or an int >= 0, got {self.prefetch!r}")
         kc, kf = self.keep_completed, self.keep_completed_for
         if kc is not None and (not isinstance(kc, int) or kc < 0):
             raise ValueError(f"keep_completed must be an int >= 0 or None, got {kc!r}")

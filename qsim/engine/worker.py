@@ -106,10 +106,16 @@ class Worker:
         prefetch: Jobs fetched and locked beyond ``concurrency``; they wait in
             this process (locks renewed with the running ones) so a slot that
             frees starts its next job at once instead of one round trip later.
-            Their "started" timestamp is the fetch; at shutdown the ones not
-            started go back unstarted (the attempt does not count). 0 (the
-            default) fetches only for free slots. Lifts short I/O-bound jobs
-            near the event loop's own limit (benchmarks/engine_throughput.py).
+            Their recorded start is when their handler started (the wait in
+            the worker counts as waiting); at shutdown the ones not started go
+            back unstarted (the attempt does not count). ``"auto"`` (the
+            default) fetches a few ahead (``ceil(concurrency / 4)``, at most
+            ``batch_size``) only while the jobs are short enough that one
+            would wait in the worker about a round trip or less (handler's
+            average run time / concurrency <= 2 ms) and no queue served has
+            a concurrency or rate limit; 0 fetches only for free slots. Lifts
+            short jobs near the event loop's own limit
+            (benchmarks/engine_throughput.py).
         handle_signals: Install SIGTERM/SIGINT handlers while ``run()`` runs.
         worker_id: Name of this worker in job records (default host:pid:random).
 
@@ -146,7 +152,7 @@ class Worker:
         block_timeout: float = 5.0,
         batch_size: int = 8,
         max_inflight: int = 2,
-        prefetch: int = 0,
+        prefetch: int | str = "auto",
         handle_signals: bool = True,
         worker_id: str | None = None,
     ) -> None:

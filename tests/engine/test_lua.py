@@ -101,6 +101,25 @@ def test_complete_checks_the_token_and_is_idempotent(call: Any, redis_client: re
     assert [e[1]["event"] for e in ev] == ["completed"]
 
 
+def test_a_held_jobs_start_moves_on_by_its_hold_never_past_now(call: Any, redis_client: redis.Redis) -> None:
+    # Given three jobs fetched at once; b and c then waited 40 ms and an hour in the worker for a slot
+    call(P.add_call(K, [spec("a"), spec("b"), spec("c", attempts=2)]))
+    a, b, c = fetch(call)
+    fetched = float(redis_client.hget(K.job("a"), "started_at"))
+    time.sleep(0.06)
+    # When their results come with their holds
+    assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "1"), (b.id, b.token, "1", 40_000)])) == [1, 1]
+    assert call(P.fail_call(K, 100, [(c.id, c.token, "E: x", "", 0, "failed", 3_600_000_000)])) == [1]
+    # Then a's start is the fetch; b's is 40 ms later (first start and the attempt log alike); c's is capped
+    # at its end (a hold longer than the attempt is a clock error, never a start after the end)
+    ha, hb, hc = (redis_client.hgetall(K.job(x)) for x in "abc")
+    assert float(ha["started_at"]) == float(ha["attempt_started"]) == fetched
+    assert float(hb["started_at"]) == float(hb["attempt_started"]) == pytest.approx(fetched + 0.04, abs=1e-6)
+    assert hb["log"].startswith(hb["started_at"] + ",")
+    start, end = hc["log"].split(",")[:2]
+    assert start == end == hc["attempt_started"] == hc["started_at"] and float(end) > fetched + 0.05
+
+
 def test_complete_trims_completed_jobs_to_keep_count(call: Any, redis_client: redis.Redis) -> None:
     call(P.add_call(K, [spec(f"j{i}") for i in range(5)]))
     got = fetch(call)

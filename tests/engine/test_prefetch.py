@@ -1,8 +1,12 @@
-"""Worker(prefetch=N): jobs fetched beyond concurrency wait their turn and go back untouched at shutdown."""
+"""Fetching ahead: jobs fetched beyond concurrency wait their turn, are recorded as starting when their
+handler starts, go back untouched at shutdown; ``prefetch="auto"`` does it only for short jobs on
+queues without limits."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
 import pytest
 
@@ -64,3 +68,64 @@ def test_prefetched_jobs_go_back_unused_at_shutdown(redis_url: str) -> None:
         await q.close()
 
     asyncio.run(main())
+
+
+async def _drain(redis_url: str, n: int, handler: Any, limits: bool = False, **kw: Any) -> list[Any]:
+    """Run a worker over ``n`` jobs; returns the job records (each job's result: what its handler saw)."""
+    q = AsyncQueue("q", redis=redis_url)
+    if limits:
+        await q.set_rate_limit(10**6, 1.0)
+    await q.add_bulk([("t", {"i": i}) for i in range(n)])
+
+    async def all_done() -> bool:
+        return (await q.counts())["completed"] == n
+
+    w = Worker("q", handler, redis=redis_url, **{**FAST, **kw})
+    assert await run_worker_until(w, all_done, timeout=30) == EXIT_DRAINED
+    recs = await q.job_records()
+    await q.close()
+    return recs
+
+
+async def _seen(job: Job, sleep: float) -> dict[str, Any]:
+    """A handler that says when it started (wall clock, as Redis's on this machine) and how long it was held."""
+    t = time.time()
+    await asyncio.sleep(sleep)
+    return {"t": t, "held_us": job.held_us, "wait": job.wait}
+
+
+def test_a_job_fetched_ahead_is_recorded_as_starting_when_its_handler_starts(redis_url: str) -> None:
+    # Given one slot, 3 jobs fetched ahead and 30 ms jobs: each held job waits up to ~90 ms in the worker
+    recs = asyncio.run(_drain(redis_url, 20, lambda job: _seen(job, 0.03), concurrency=1, prefetch=3))
+    held = [r for r in recs if r.returnvalue["held_us"] > 0]
+    assert len(held) >= 10 and max(r.returnvalue["held_us"] for r in held) > 40_000
+    for r in recs:
+        # Then the recorded start (Redis clock) is the handler's start, not the fetch: within the reply's way
+        # back (a few ms); without the correction a held job would be off by its whole hold
+        t = r.returnvalue["t"]
+        assert len(r.attempts) == 1 and abs(r.attempts[0].start - t) < 0.01, (r.id, r.attempts[0].start, t)
+        assert r.started_at == r.attempts[0].start
+        assert r.attempts[0].start <= r.attempts[0].end
+        # and the job's wait counts the hold: enqueue to the handler's start
+        assert abs(r.returnvalue["wait"] - (r.started_at - r.enqueued_at)) < 0.01
+
+
+def test_auto_fetches_ahead_for_short_jobs(redis_url: str) -> None:
+    # Given 1 ms jobs at concurrency 4: one would wait ~0.25 ms for a slot, so auto fetches ahead
+    recs = asyncio.run(_drain(redis_url, 400, lambda job: _seen(job, 0.001), concurrency=4))
+    held = [r.returnvalue["held_us"] for r in recs]
+    # Then some jobs waited in the worker for a slot, and each is recorded from its handler's start
+    assert sum(h > 0 for h in held) >= 40
+    assert all(abs(r.attempts[0].start - r.returnvalue["t"]) < 0.01 for r in recs)
+
+
+@pytest.mark.parametrize("case", ["long jobs", "a rate limit", "prefetch=0"])
+def test_auto_does_not_fetch_ahead_for_long_jobs_or_limited_queues(redis_url: str, case: str) -> None:
+    # Given 25 ms jobs at concurrency 2 (one would wait ~12 ms: longer than a round trip), or short jobs on a
+    # queue with a (non-binding) rate limit, or fetching ahead turned off
+    sleep = 0.025 if case == "long jobs" else 0.001
+    kw: dict[str, Any] = {"prefetch": 0} if case == "prefetch=0" else {}
+    recs = asyncio.run(_drain(redis_url, 60 if case == "long jobs" else 300, lambda job: _seen(job, sleep),
+                              limits=case == "a rate limit", concurrency=2, **kw))
+    # Then no job ever waited in the worker for a slot
+    assert [r.returnvalue["held_us"] for r in recs] == [0] * len(recs)

@@ -8,7 +8,9 @@ ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
 ARGV[3] default keep_count (-1 = keep all) when meta has none
 ARGV[4] default keep_age_ms (-1 = no age limit) when meta has none
-ARGV[5 + 3*i ..] per job: id, lock token, return value (JSON)
+ARGV[5 + 4*i ..] per job: id, lock token, return value (JSON), µs the job waited in the worker for a
+        free slot before its handler ran (0 unless fetched ahead: its attempt's start, and its first
+        start, move on by that much)
 
 Returns one code per job:
    1 completed
@@ -30,11 +32,11 @@ local base = string.sub(prefix, 1, -5)
 local maxlen = ARGV[2]
 local codes = {}
 local done = 0
-for i = 5, #ARGV, 3 do
+for i = 5, #ARGV, 4 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
-    'parent', 'parent_base')
+    'parent', 'parent_base', 'started_at')
   if f.err then
     qsim_corrupt(base, id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -48,9 +50,14 @@ for i = 5, #ARGV, 3 do
     codes[#codes + 1] = -1
   else
     redis.call('ZREM', KEYS[1], id)
+    local started = qsim_held_start(f[3], tonumber(ARGV[i + 3]) or 0, now_s)
+    if started ~= f[3] then
+      redis.call('HSET', jk, 'attempt_started', started)
+      if f[10] == f[3] then redis.call('HSET', jk, 'started_at', started) end
+    end
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1,
-      'log', qsim_log(f[6], (f[3] or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';'))
+      'log', qsim_log(f[6], (started or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';'))
     redis.call('ZADD', KEYS[2], now_ms, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
     codes[#codes + 1] = 1

@@ -9,10 +9,11 @@ KEYS[6] marker    LIST wake-up marker
 KEYS[7] seq       STRING FIFO counter (job_lib positions)
 ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
-ARGV[3 + 6*i ..] per job: id, lock token, error (one line), traceback,
+ARGV[3 + 7*i ..] per job: id, lock token, error (one line), traceback,
         retry delay ms (-1 = unrecoverable: no retry whatever attempts are left),
         outcome: "timeout" when the attempt ran past the job's timeout (the worker
-        knows), else "failed"; the attempt log records it
+        knows), else "failed"; the attempt log records it; µs the job waited in the
+        worker for a free slot (0 unless fetched ahead; see complete.lua)
 
 A job is retried while attempts_made (after this failure) < max_attempts.
 With a concurrency_limit in the queue's meta (<base>meta) and jobs waiting, the marker is pushed.
@@ -33,11 +34,11 @@ local prefix = ARGV[1]
 local maxlen = ARGV[2]
 local codes = {}
 local wake = false
-for i = 3, #ARGV, 6 do
+for i = 3, #ARGV, 7 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
-    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy')
+    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'started_at')
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -55,8 +56,13 @@ for i = 3, #ARGV, 6 do
     local outcome = 'failed'
     if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
+    local started = qsim_held_start(f[3], tonumber(ARGV[i + 6]) or 0, now_s)
+    if started ~= f[3] then
+      redis.call('HSET', jk, 'attempt_started', started)
+      if f[13] == f[3] then redis.call('HSET', jk, 'started_at', started) end
+    end
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
-      'log', qsim_log(f[8], (f[3] or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))
+      'log', qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,
       'error', err, 'attempt', made)
     if delay < 0 or made >= (tonumber(f[6]) or 1) then

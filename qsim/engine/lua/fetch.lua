@@ -36,9 +36,11 @@ Limits: concurrency_limit caps ZCARD(active) (a dead worker's job counts until
 the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
 
-Returns one JSON string: [status, job, job, ...] with status = [wait_ms, i, ...]:
+Returns one JSON string: [status, job, job, ...] with status = [wait_ms, limited, i, ...]:
 wait_ms is -1, or, when queues still have waiting jobs that their rate limit
-holds back, the ms until the earliest of them may start; the i are the
+holds back, the ms until the earliest of them may start; limited is 1 when a
+queue of the call has a concurrency or rate limit set, else 0 (the worker then
+fetches only for free slots, never ahead); the i are the
 unkeyed ones among those queues (held back whole: the worker need not wake
 for their adds; a keyed queue's new job may have a key with room). job = [id, token,
 name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
@@ -65,12 +67,14 @@ local SHIFT = 4294967296
 local LEVELS, LOOK, LOOK_MAX = 32, 64, 1024
 
 local qs = {}
+local limited = 0
 for i = 1, Q do
   local b = 5 * (i - 1)
   local q = {wait = KEYS[b + 1], active = KEYS[b + 2], meta = KEYS[b + 3], marker = KEYS[b + 4], rl = KEYS[b + 5],
     prefix = ARGV[6 + 2 * (i - 1)], weight = tonumber(ARGV[7 + 2 * (i - 1)]), room = n}
   local m = redis.call('HMGET', q.meta, 'paused', 'concurrency_limit', 'rate_max', 'rate_per_ms', 'rate_key', 'aging_ms')
   q.off = m[1] == '1'
+  if m[2] or m[3] then limited = 1 end
   if m[2] then
     q.climit = tonumber(m[2])
     local r = q.climit - redis.call('ZCARD', q.active)
@@ -170,7 +174,7 @@ local function candidate(q)
   return {id = h[1], eff = math.floor(tonumber(h[2]) / SHIFT)}
 end
 
-local out = {{-1}}
+local out = {{-1, limited}}
 local k = 0
 local touched = {}  -- rate-limit ZSETs written: their expiry is renewed once at the end
 local function start(q, i, id, s)

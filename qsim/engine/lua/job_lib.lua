@@ -22,6 +22,15 @@ local function qsim_log(log, entry)
   return log
 end
 
+-- The start of an attempt whose job waited `held_us` in the worker for a free slot (fetched ahead, see
+-- qsim.engine.pipeline): the fetch's stamp `started` moved on by that wait, never past `now_s`.
+local function qsim_held_start(started, held_us, now_s)
+  if not started or held_us <= 0 then return started end
+  local t = tonumber(started) + held_us / 1000000
+  if t >= tonumber(now_s) then return now_s end
+  return string.format('%.6f', t)
+end
+
 -- A job key that holds another type than a hash (overwritten by hand), found while reading job
 -- `id` of the queue with key base `base`: the value is kept aside as "<job key>:corrupt", a dead
 -- job hash with the error takes its place, the id leaves the queue's state sets for the DLQ and
