@@ -109,8 +109,8 @@ class StandIn:
 async def batch(client, scripts, calls):
     out = []
     for c in calls:
-        if c.script == "complete":
-            n = (len(c.args) - 4) // 3
+        if c.script == "complete":  # per job: id, token, result[, µs held] (the hold is sent since prefetch="auto")
+            n = (len(c.args) - 4) // (4 if len(c.args) > 7 and isinstance(c.args[7], int) else 3)
             state["acked"] += n
             out.append([1] * n)
         elif c.script == "fetch":
@@ -120,7 +120,7 @@ async def batch(client, scripts, calls):
                     break
                 state["next"] += 1
                 jobs.append([str(state["next"]), f"{c.args[3]}:{i}", "noop", "null", "0", "1", "", "0", "1", "0.001"])
-            out.append(json.dumps([[-1], *jobs]))
+            out.append(json.dumps([[-1, 0], *jobs]))  # no rate wait, no limits (older trees read the 0 as no queue)
         elif c.script == "promote":
             out.append(-1)
         else:
