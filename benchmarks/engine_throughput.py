@@ -11,8 +11,9 @@ the same run measures:
   when the job reached Redis near enough, to the handler's start, both on this
   machine's clock; p50/p95/p99);
 * I/O-bound jobs (each awaits 10 ms, concurrency 50) against the ideal rate,
-  with the worker's default ``prefetch=0`` and with ``prefetch=IO_PREFETCH``,
-  next to what bare asyncio tasks reach (no Redis);
+  with the worker's default (``prefetch="auto"``: fetching ahead for short
+  jobs) and with ``prefetch=0``, next to what bare asyncio tasks reach (no
+  Redis);
 * BullMQ on Node.js, when ``node`` is on PATH (the pinned bullmq 5.x, installed
   with npm into ``~/.cache/qsim/node`` by tests/bullmq_node.py on first use;
   driven by benchmarks/node/bench.js through benchmarks/peers/bullmq_node.py):
@@ -38,11 +39,13 @@ trip (ack + fetch in one pipeline, ~1 ms here, of which ~0.26 ms is the two
 scripts in Redis), and it often waits for one of the ``max_inflight`` batches
 already in flight first: ~1.5-2 round trips, ~2 ms per 12.5 ms cycle, so
 80-84%. Bigger batches or more batches in flight do not help (the wait is
-latency, not capacity; the worker uses ~1/3 of a core). ``prefetch`` holds a
-few locked jobs in the process so a freed slot starts one at once: ~90-92%,
-the asyncio limit. The cost: prefetched jobs are taken from the queue up to a
-round trip before they start (their "started" time is the fetch), and a
-later, higher-priority job waits behind them.
+latency, not capacity; the worker uses ~1/3 of a core). Fetching ahead (the
+default, ``prefetch="auto"``, see qsim/engine/pipeline.py) holds a few
+locked jobs in the process so a freed slot starts one at once: 96-98% of the
+asyncio limit. The no-op drain gains the same way: the worker no longer idles
+while its batches are on their way (1.5-1.7x its ``prefetch=0`` rate). The
+cost: a later, higher-priority job waits behind the few held (about a round
+trip); a held job's recorded start is still its handler's start.
 
 Drain rates use Redis-clock job timestamps: first attempt start to last
 finish, so process start-up is not counted.
@@ -330,22 +333,31 @@ def bullmq_table(url: str, n: int, runs: int, ceiling: float) -> None:
                 f.setdefault(key, []).append(x)
     med = {label: {k: statistics.median(xs) for k, xs in f.items()} for label, f in figures.items()}
     b = med["BullMQ (Node)"]
+    bf = figures["BullMQ (Node)"]
+
+    def paired(f: dict[str, list[float]], key: str) -> float:
+        """The median over runs of this system's figure / BullMQ's in the same run (the machine's speed
+        drifts between runs on a shared VM; a run's two figures are minutes apart at most)."""
+        return statistics.median(x / y for x, y in zip(f[key], bf[key]))
+
     print(f"\nqsim against BullMQ (Node {node}, bullmq {bq.version}), same redis-server, one worker process each, "
           f"taking turns, median of {runs}:")
     print(f"  {'system':<26} {'no-op c10':>10} {'ratio':>6}   {'I/O c50':>8} {'ratio':>6} {'of asyncio':>10}"
           f"   pickup p50 / p95")
     for label, m in med.items():
-        vs_noop = f"{m['noop'] / b['noop']:.2f}x" if m is not b else "-"
-        vs_io = f"{m['io'] / b['io']:.2f}x" if m is not b else "-"
+        vs_noop = f"{paired(figures[label], 'noop'):.2f}x" if m is not b else "-"
+        vs_io = f"{paired(figures[label], 'io'):.2f}x" if m is not b else "-"
         print(f"  {label:<26} {m['noop']:10,.0f} {vs_noop:>6}   {m['io']:8,.0f} {vs_io:>6} {m['io'] / ceiling:10.0%}"
               f"   {m['p50']:.2f} / {m['p95']:.2f} ms")
     for label, _ in missing:
         print(f"  {label:<26} not installed: pip install qsim[fast] (or hiredis / uvloop)")
-    print("  runs (no-op / I/O jobs/s):")
+    print("  runs (no-op / I/O jobs/s / pickup p50 ms):")
     for label, f in figures.items():
-        print(f"    {label:<24} {', '.join(f'{x:,.0f}' for x in f['noop'])}  /  {', '.join(f'{x:,.0f}' for x in f['io'])}")
-    print(f"  (ratio: qsim / BullMQ; 'of asyncio': of {ceiling:,.0f} jobs/s, 50 bare asyncio tasks awaiting 10 ms; "
-          f"pickup: from the middle of the producer's add call to the handler's start)")
+        print(f"    {label:<24} {', '.join(f'{x:,.0f}' for x in f['noop'])}  /  {', '.join(f'{x:,.0f}' for x in f['io'])}"
+              f"  /  {', '.join(f'{x:.2f}' for x in f['p50'])}")
+    print(f"  (ratio: the median over the runs of qsim / BullMQ in the same run; 'of asyncio': of {ceiling:,.0f} jobs/s, "
+          f"50 bare asyncio tasks awaiting 10 ms; pickup: from the middle of the producer's add call to the handler's "
+          f"start)")
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -53,7 +53,7 @@ class WorkerSettings:
     keep_completed: int | None = DEFAULT_KEEP_COMPLETED
     keep_completed_for: float | None = None
     block_timeout: float = 5.0
-    batch_size: int = 8
+    batch_size: int = 16
     max_inflight: int = 2
     prefetch: int | str = "auto"
     handle_signals: bool = True

@@ -100,8 +100,10 @@ class Worker:
         keep_completed_for: Seconds completed jobs are kept (None: no limit).
         block_timeout: Longest single BLPOP wait in seconds.
         batch_size: At most this many fetches and as many acknowledgements
-            per round trip; small batches, several in flight, keep jobs from
-            moving in lock-step (tuned with benchmarks/engine_throughput.py).
+            per round trip; batches of moderate size, several in flight, keep
+            jobs from moving in lock-step (16: tuned with
+            benchmarks/worker_cpu.py and engine_throughput.py; 8 cost ~14%
+            more worker CPU per no-op job).
         max_inflight: Batches (round trips) in flight at once.
         prefetch: Jobs fetched and locked beyond ``concurrency``; they wait in
             this process (locks renewed with the running ones) so a slot that
@@ -150,7 +152,7 @@ class Worker:
         keep_completed: int | None = DEFAULT_KEEP_COMPLETED,
         keep_completed_for: float | None = None,
         block_timeout: float = 5.0,
-        batch_size: int = 8,
+        batch_size: int = 16,
         max_inflight: int = 2,
         prefetch: int | str = "auto",
         handle_signals: bool = True,
