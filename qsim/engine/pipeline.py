@@ -10,7 +10,9 @@ Each part of a batch carries the function that reads its replies (an
 part whatever parts it has. When there is nothing to send and no job can be
 fetched, the pipeline blocks on the queues' marker lists (BLPOP) until
 ``add`` (or a retry, a promotion, a stalled-job recovery) pushes to one:
-no sleep-polling; when every queue with work waits for its rate limit it
+no sleep-polling (woken by a push, the first fetch goes alone, without the
+promotion, and no second one follows until its reply: the pickup costs one
+script call after the push); when every queue with work waits for its rate limit it
 waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
 its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
 block that ends at a deadline (a keyed rate window reopening, a delayed job
@@ -111,12 +113,13 @@ class Batch:
     its fetch asks for.
     """
 
-    __slots__ = ("parts", "acks", "fails", "releases", "fetching")
+    __slots__ = ("parts", "acks", "fails", "releases", "fetching", "probe")
 
     def __init__(self, acks: list[Ack], fails: list[Failure], releases: list[Release]) -> None:
         self.parts: list[Op[Any]] = []
         self.acks, self.fails, self.releases = acks, fails, releases
         self.fetching = 0
+        self.probe = False  # its fetch is the first after a wake-up (see Pipeline._probing)
 
     def add(self, calls: list[Call], on_replies: Callable[[list[Any]], Any]) -> None:
         """Add ``calls``; ``on_replies`` gets their replies, in order, once the batch is back."""
@@ -186,6 +189,10 @@ class Pipeline:
         self._rate_until = 0.0  # loop time a rate-limited queue may start a job again
         self._rate_held: set[int] = set()  # (0-based) queues held back by their rate limit until then
         self._limited = True  # a queue has a concurrency or rate limit (as the last fetch said): never fetch ahead
+        # Woken by a push to a marker, the first fetch is a probe: usually one job was added. It goes alone, and
+        # no second fetch goes out until its reply says whether more wait (either would sit on the pickup's path).
+        self._woken = False
+        self._probing = False
 
     # -- the loop ---------------------------------------------------------------
     async def run(self) -> None:
@@ -204,8 +211,9 @@ class Pipeline:
             if now < self._retry_at:
                 await asyncio.sleep(self._retry_at - now)
                 continue
-            promote = slots > 0 and now >= self._next_promote
-            fetch = slots > 0 and (self._maybe_ready or promote)
+            # a probe after a push goes alone (the promotion follows its reply): the pickup's round trip is one call
+            promote = slots > 0 and now >= self._next_promote and not self._woken
+            fetch = slots > 0 and (self._maybe_ready or promote) and not self._probing
             if fetch and now < self._rate_until and len(self._rate_held) == queues:
                 fetch = False  # every queue with work waits for its rate limit: block until it may start
             if self._inflight >= s.max_inflight or not (pending or fetch):
@@ -254,7 +262,9 @@ class Pipeline:
         if promote:
             batch.add([promote_call(k, maxlen=maxlen) for k in keys], self._promoted)
             self._next_promote = now + _PROMOTE_EVERY
+        probe, self._woken = self._woken, False
         if n:
+            batch.probe = self._probing = probe
             self._fetch_seq += 1
             batch.add([fetch_multi_call(keys, n, s.lock_ms, s.id, f"{self._token_base}:{self._fetch_seq}", s.policy,
                                         s.weight_list)], partial(self._fetched, n))
@@ -295,6 +305,8 @@ class Pipeline:
             logger.exception("worker %s: unexpected error handling a batch", self.settings.id)
         finally:
             self._reserved -= batch.fetching
+            if batch.probe:
+                self._probing = False
             self._inflight -= 1
             self.outbox.wake.set()
 
@@ -305,9 +317,10 @@ class Pipeline:
         held = self._rate_held if loop.time() < self._rate_until else set()
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
         timer = loop.call_later(timeout, self._wake_to_fetch) if deadline and markers else None
+        pushed = False
         try:
             if markers:
-                await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
+                pushed = await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001) is not None
             else:  # every queue waits for its rate limit: nothing to block on until then
                 await asyncio.sleep(timeout)
         except asyncio.CancelledError:
@@ -319,6 +332,7 @@ class Pipeline:
             self._blpop = None
             if timer is not None:
                 timer.cancel()
+        self._woken = pushed
         self._wake_to_fetch()
 
     def _wake_to_fetch(self) -> None:
