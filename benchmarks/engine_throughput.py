@@ -51,25 +51,28 @@ Drain rates use Redis-clock job timestamps: first attempt start to last
 finish, so process start-up is not counted.
 
 Measured on a shared 2-core VM (Python 3.11, redis-py 8.1, Redis 7, Node 20,
-bullmq 5.81.5; quiet but for this run), median of 5 runs, qsim/BullMQ in
-the same run (``--only-bullmq --runs 5``):
+bullmq 5.81.5; quiet but for this run), 50,000 no-op jobs per drain, median of
+5 runs, each ratio the median of the same-run ratios (``--only-bullmq --runs 5
+--jobs 50000``):
 
-    system                     no-op c10  ratio    I/O c50  ratio  of asyncio  pickup p50 / p95
-    BullMQ (Node)                  8,699      -      3,709      -        80%   0.86 / 2.71 ms
-    qsim, default install          8,735  1.00x      3,850  1.04x        83%   0.91 / 1.73 ms
-    qsim +hiredis                 10,804  1.24x      3,964  1.07x        85%   0.86 / 1.44 ms
-    qsim +uvloop                   9,894  1.14x      4,060  1.09x        87%   0.82 / 1.31 ms
-    qsim +hiredis +uvloop (fast)  11,658  1.34x      4,019  1.08x        86%   0.76 / 1.61 ms
+    system                       no-op c10  ratio    I/O c50  ratio  of asyncio  pickup p50 / p95
+    BullMQ (Node)                   17,908      -      3,981      -        84%   0.66 / 1.37 ms
+    qsim, default install           26,538  1.55x      4,602  1.15x        97%   0.48 / 0.69 ms
+    qsim, default, prefetch=0       12,893  0.76x      3,687  0.92x        77%   0.44 / 0.67 ms
+    qsim +hiredis                   29,085  1.72x      4,615  1.15x        97%   0.43 / 0.63 ms
+    qsim +uvloop                    28,917  1.63x      4,759  1.19x       100%   0.47 / 0.67 ms
+    qsim +hiredis +uvloop (fast)    27,550  1.54x      4,794  1.19x       101%   0.45 / 0.59 ms
 
-Single runs vary by about +-25% on both sides (BullMQ's no-op drain
-8.1k-9.3k jobs/s in these 5 runs and 8.6k-11.6k in the next 5; qsim's
-default 7.7k-10.9k), so the ratios are medians, not constants: a second
-run of the same command (with a lean hand-written EVALSHA channel in the
-worker, since dropped, see worker_cpu.py) gave 1.08x / 1.24x / 1.37x /
-1.17x for the no-op rows. hiredis and uvloop each lift the no-op drain;
-uvloop lifts the I/O-bound drain towards the bare-asyncio ceiling (87-89%
-against 82-83%); ``prefetch`` reaches ~90-92% on the default install at the
-cost described above.
+What each change bought (same command, earlier trees, same session): before
+fetching ahead and with batches of 8, the default install was 0.94x / 1.03x /
+0.70 vs 0.70 ms against BullMQ (the "prefetch=0" row is that worker but for
+batch_size); fetching ahead (``prefetch="auto"``) lifted the no-op drain to
+1.23-1.53x and the I/O drain to 1.14-1.15x (96-98% of asyncio); batches of 16
+cut the worker's CPU per no-op job by ~14% (worker_cpu.py) and gave 1.48x;
+the lone probe fetch after a wake-up took pickup p50 from 0.76 to 0.60 ms
+(alternating A/B, 6 runs each) and below BullMQ's. Single runs vary a lot on
+this machine (BullMQ's no-op drain 12k-19k jobs/s across the session, qsim's
+default 14k-31k): read the ratios as medians of paired runs, not constants.
 
 Usage: ``python benchmarks/engine_throughput.py [--jobs 20000] [--runs 3]``
 """
