@@ -4,6 +4,8 @@ child takes its failure off its parent."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -27,14 +29,39 @@ async def _until(cond: Any, timeout: float = 15.0) -> None:
             await asyncio.sleep(0.02)
 
 
+@contextlib.asynccontextmanager
+async def invoice_flow(redis_url: str, inv_name: str, data_name: str,
+                       child: Callable[[Job], Awaitable[str]]) -> AsyncIterator[tuple[AsyncQueue, AsyncQueue, list[str]]]:
+    """A flow: parent p ("invoice", queue ``inv_name``) of "fail" children a and b (queue ``data_name``), with
+    workers running ``child`` on the children and, on p, a handler that records its runs and returns the
+    children's values; yields the two queues and the list of p's runs, then stops the workers."""
+    flows = FlowProducer(redis=redis_url)
+    inv, data = AsyncQueue(inv_name, redis=redis_url), AsyncQueue(data_name, redis=redis_url)
+    await flows.add(parent=(inv_name, "invoice", {}, {"job_id": "p"}),
+                    children=[(data_name, "a", {}, {"job_id": "a"}), (data_name, "b", {}, {"job_id": "b"})])
+    ran: list[str] = []
+
+    async def invoice(job: Job) -> Any:
+        ran.append(job.id)
+        return await job.children_values()
+
+    ws = [Worker(data_name, child, redis=redis_url, concurrency=2, **FAST),
+          Worker(inv_name, invoice, redis=redis_url, **FAST)]
+    tasks = [asyncio.ensure_future(w.run()) for w in ws]
+    try:
+        yield inv, data, ran
+    finally:
+        for w in ws:
+            await w.close()
+        await asyncio.gather(*tasks)
+        for c in (flows, inv, data):
+            await c.close()
+
+
 def test_a_retried_flow_parent_waits_for_its_children_and_then_sees_them_all(redis_url: str) -> None:
     async def main() -> None:
         # Given a flow: child a ("fail" policy) is broken, child b runs until a gate opens
-        flows = FlowProducer(redis=redis_url)
-        inv, data = AsyncQueue("inv", redis=redis_url), AsyncQueue("data", redis=redis_url)
-        await flows.add(parent=("inv", "invoice", {}, {"job_id": "p"}),
-                        children=[("data", "a", {}, {"job_id": "a"}), ("data", "b", {}, {"job_id": "b"})])
-        broken, gate, ran = [True], asyncio.Event(), []
+        broken, gate = [True], asyncio.Event()
 
         async def child(job: Job) -> str:
             if job.name == "a" and broken[0]:
@@ -43,38 +70,26 @@ def test_a_retried_flow_parent_waits_for_its_children_and_then_sees_them_all(red
                 await gate.wait()
             return job.name.upper()
 
-        async def invoice(job: Job) -> Any:
-            ran.append(job.id)
-            return await job.children_values()
-
-        ws = [Worker("data", child, redis=redis_url, concurrency=2, **FAST),
-              Worker("inv", invoice, redis=redis_url, **FAST)]
-        tasks = [asyncio.ensure_future(w.run()) for w in ws]
-
-        # a dies, so p dies with ChildFailed while b still runs
-        await _until(lambda: state(inv, "p", "dead"))
-        # When p is retried while b has not finished
-        assert await inv.retry_dead("p") == ["p"]
-        await asyncio.sleep(0.5)
-        # Then p waits for its children instead of running before them
-        assert await state(inv, "p", "waiting_children") and ran == []
-        # b finishes: p still waits, its "fail" child a is dead
-        gate.set()
-        await _until(lambda: state(data, "b", "completed"))
-        await asyncio.sleep(0.3)
-        assert await state(inv, "p", "waiting_children") and ran == []
-        # a is fixed and retried: it completes and p runs once, with both values
-        broken[0] = False
-        assert await data.retry_dead("a") == ["a"]
-        await _until(lambda: state(inv, "p", "completed"))
-        p = await inv.get_job("p")
-        assert ran == ["p"] and p.returnvalue == {"data:a": "A", "data:b": "B"}
-        assert p.started_at >= (await data.get_job("a")).finished_at  # type: ignore[operator]
-        for w in ws:
-            await w.close()
-        await asyncio.gather(*tasks)
-        for c in (flows, inv, data):
-            await c.close()
+        async with invoice_flow(redis_url, "inv", "data", child) as (inv, data, ran):
+            # a dies, so p dies with ChildFailed while b still runs
+            await _until(lambda: state(inv, "p", "dead"))
+            # When p is retried while b has not finished
+            assert await inv.retry_dead("p") == ["p"]
+            await asyncio.sleep(0.5)
+            # Then p waits for its children instead of running before them
+            assert await state(inv, "p", "waiting_children") and ran == []
+            # b finishes: p still waits, its "fail" child a is dead
+            gate.set()
+            await _until(lambda: state(data, "b", "completed"))
+            await asyncio.sleep(0.3)
+            assert await state(inv, "p", "waiting_children") and ran == []
+            # a is fixed and retried: it completes and p runs once, with both values
+            broken[0] = False
+            assert await data.retry_dead("a") == ["a"]
+            await _until(lambda: state(inv, "p", "completed"))
+            p = await inv.get_job("p")
+            assert ran == ["p"] and p.returnvalue == {"data:a": "A", "data:b": "B"}
+            assert p.started_at >= (await data.get_job("a")).finished_at  # type: ignore[operator]
 
     asyncio.run(main())
 
@@ -161,44 +176,26 @@ def test_a_retried_child_clears_only_its_own_failure_mark(redis_url: str, redis_
 def test_a_purged_fail_child_sends_its_waiting_parent_to_the_dlq_and_a_later_retry_runs_it(redis_url: str) -> None:
     async def main() -> None:
         # Given a flow whose "fail" child a is broken and whose child b works
-        flows = FlowProducer(redis=redis_url)
-        inv, data = AsyncQueue("inv2", redis=redis_url), AsyncQueue("data2", redis=redis_url)
-        await flows.add(parent=("inv2", "invoice", {}, {"job_id": "p"}),
-                        children=[("data2", "a", {}, {"job_id": "a"}), ("data2", "b", {}, {"job_id": "b"})])
-        ran: list[str] = []
-
         async def child(job: Job) -> str:
             if job.name == "a":
                 raise RuntimeError("a is broken")
             return job.name.upper()
 
-        async def invoice(job: Job) -> Any:
-            ran.append(job.id)
-            return await job.children_values()
-
-        ws = [Worker("data2", child, redis=redis_url, concurrency=2, **FAST),
-              Worker("inv2", invoice, redis=redis_url, **FAST)]
-        tasks = [asyncio.ensure_future(w.run()) for w in ws]
-
-        await _until(lambda: state(inv, "p", "dead"))
-        await _until(lambda: state(data, "b", "completed"))
-        # and p was retried: it waits for a's retry
-        assert await inv.retry_dead("p") == ["p"]
-        assert await state(inv, "p", "waiting_children")
-        # When the dead a is purged instead of retried
-        assert await data.purge_dead() == 1
-        # Then p does not wait forever: it is back in the DLQ, saying why
-        p = await inv.get_job("p")
-        assert p.state == "dead" and p.error == "ChildFailed: child data2:a was purged from the dead-letter queue"
-        assert [j.id for j in await inv.dead()] == ["p"] and ran == []
-        # and retried once more it runs, with the values of the children that are left
-        assert await inv.retry_dead("p") == ["p"]
-        await _until(lambda: state(inv, "p", "completed"))
-        assert ran == ["p"] and (await inv.get_job("p")).returnvalue == {"data2:b": "B"}
-        for w in ws:
-            await w.close()
-        await asyncio.gather(*tasks)
-        for c in (flows, inv, data):
-            await c.close()
+        async with invoice_flow(redis_url, "inv2", "data2", child) as (inv, data, ran):
+            await _until(lambda: state(inv, "p", "dead"))
+            await _until(lambda: state(data, "b", "completed"))
+            # and p was retried: it waits for a's retry
+            assert await inv.retry_dead("p") == ["p"]
+            assert await state(inv, "p", "waiting_children")
+            # When the dead a is purged instead of retried
+            assert await data.purge_dead() == 1
+            # Then p does not wait forever: it is back in the DLQ, saying why
+            p = await inv.get_job("p")
+            assert p.state == "dead" and p.error == "ChildFailed: child data2:a was purged from the dead-letter queue"
+            assert [j.id for j in await inv.dead()] == ["p"] and ran == []
+            # and retried once more it runs, with the values of the children that are left
+            assert await inv.retry_dead("p") == ["p"]
+            await _until(lambda: state(inv, "p", "completed"))
+            assert ran == ["p"] and (await inv.get_job("p")).returnvalue == {"data2:b": "B"}
 
     asyncio.run(main())
