@@ -50,11 +50,7 @@ for i = 5, #ARGV, 4 do
     codes[#codes + 1] = -1
   else
     redis.call('ZREM', KEYS[1], id)
-    local started = qsim_held_start(f[3], tonumber(ARGV[i + 3]) or 0, now_s)
-    if started ~= f[3] then
-      redis.call('HSET', jk, 'attempt_started', started)
-      if f[10] == f[3] then redis.call('HSET', jk, 'started_at', started) end
-    end
+    local started = qsim_held_start(jk, f[3], f[10], tonumber(ARGV[i + 3]) or 0, now_s)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1,
       'log', qsim_log(f[6], (started or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';'))

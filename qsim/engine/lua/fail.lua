@@ -56,11 +56,7 @@ for i = 3, #ARGV, 7 do
     local outcome = 'failed'
     if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
-    local started = qsim_held_start(f[3], tonumber(ARGV[i + 6]) or 0, now_s)
-    if started ~= f[3] then
-      redis.call('HSET', jk, 'attempt_started', started)
-      if f[13] == f[3] then redis.call('HSET', jk, 'started_at', started) end
-    end
+    local started = qsim_held_start(jk, f[3], f[13], tonumber(ARGV[i + 6]) or 0, now_s)
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
       'log', qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,

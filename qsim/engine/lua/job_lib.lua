@@ -22,13 +22,18 @@ local function qsim_log(log, entry)
   return log
 end
 
--- The start of an attempt whose job waited `held_us` in the worker for a free slot (fetched ahead, see
--- qsim.engine.pipeline): the fetch's stamp `started` moved on by that wait, never past `now_s`.
-local function qsim_held_start(started, held_us, now_s)
+-- The start of the attempt of job key `jk` (its "attempt_started", `started`) when the job waited `held_us`
+-- in the worker for a free slot (fetched ahead, see qsim.engine.pipeline): the fetch's stamp moved on by
+-- that wait, never past `now_s`, and written back, to "started_at" too when this is the first attempt
+-- (`first`, the hash's "started_at", equals `started`). Returns the start.
+local function qsim_held_start(jk, started, first, held_us, now_s)
   if not started or held_us <= 0 then return started end
   local t = tonumber(started) + held_us / 1000000
-  if t >= tonumber(now_s) then return now_s end
-  return string.format('%.6f', t)
+  local moved = now_s
+  if t < tonumber(now_s) then moved = string.format('%.6f', t) end
+  redis.call('HSET', jk, 'attempt_started', moved)
+  if first == started then redis.call('HSET', jk, 'started_at', moved) end
+  return moved
 end
 
 -- A job key that holds another type than a hash (overwritten by hand), found while reading job
