@@ -1,0 +1,109 @@
+"""What an autoscaler did over a run: cost, scale events, flaps, cut jobs, the workers over time.
+
+The model and the engine harness both keep one :class:`Tally` per autoscaled
+pool and report :meth:`Tally.section` in the Summary's ``autoscaling``
+section, so the figures mean the same on both sides:
+
+- ``worker_seconds``: the integral over ``[0, duration]`` of the pool's
+  processes that exist — starting (cold start), running or draining after a
+  SIGTERM — what a cluster bills;
+- ``scale_events``, ``scale_ups``, ``scale_downs``: polls that changed the
+  replica count;
+- ``flaps``: scale events in the direction opposite to the previous one and
+  at most ``flap_window`` seconds after it (up/down/up near an empty queue);
+- ``cut_jobs``: jobs still running at a scaled-down process's grace deadline
+  (cut off and handed back to the queue);
+- ``workers``: ``min``, ``max`` and time-weighted ``mean`` of the replicas
+  asked for, and ``trajectory``: ``[time, asked, ready]`` at every change.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["Tally", "DEFAULT_FLAP_WINDOW"]
+
+#: A reversal of direction within this many seconds of the previous scale event is a flap.
+DEFAULT_FLAP_WINDOW = 600.0
+
+
+class Tally:
+    """The running account of one autoscaled pool (see the module docstring)."""
+
+    def __init__(self, *, workers: int, end: float = math.inf, flap_window: float = DEFAULT_FLAP_WINDOW,
+                 start: float = 0.0) -> None:
+        self.flap_window = flap_window
+        self.asked = self.ready = self.alive = workers
+        self.t0 = self.last = start
+        self.alive_area = self.asked_area = 0.0
+        self.lo = self.hi = workers
+        self.ups = self.downs = self.flaps = self.cut = self.polls = 0
+        self.last_event: tuple[float, int] | None = None  # (time, direction)
+        self.trajectory: list[list[float]] = [[start, workers, workers]]
+        self.until = end  # worker-seconds and the mean count over [start, end] only
+
+    def _advance(self, now: float) -> None:
+        t = min(now, self.until)
+        if t > self.last:
+            self.alive_area += self.alive * (t - self.last)
+            self.asked_area += self.asked * (t - self.last)
+            self.last = t
+
+    def _point(self, now: float) -> None:
+        row = [now, self.asked, self.ready]
+        if self.trajectory[-1][0] == now:
+            self.trajectory[-1] = row
+        else:
+            self.trajectory.append(row)
+
+    def polled(self, now: float, before: int, after: int) -> None:
+        """A poll decided ``after`` replicas where ``before`` were asked for."""
+        self.polls += 1
+        if after == before:
+            return
+        self._advance(now)
+        direction = 1 if after > before else -1
+        if direction > 0:
+            self.ups += 1
+        else:
+            self.downs += 1
+        if self.last_event is not None and self.last_event[1] != direction \
+                and now - self.last_event[0] <= self.flap_window:
+            self.flaps += 1
+        self.last_event = (now, direction)
+        self.asked = after
+        self.lo, self.hi = min(self.lo, after), max(self.hi, after)
+        self._point(now)
+
+    def processes(self, now: float, delta: int) -> None:
+        """``delta`` processes were created (> 0) or exited (< 0) at ``now``."""
+        self._advance(now)
+        self.alive += delta
+
+    def readied(self, now: float, delta: int) -> None:
+        """``delta`` processes started taking work (> 0) or stopped taking it (< 0) at ``now``."""
+        self.ready += delta
+        self._point(now)
+
+    def jobs_cut(self, count: int) -> None:
+        """``count`` jobs were cut off at a scaled-down process's grace deadline."""
+        self.cut += count
+
+    def section(self, now: float) -> dict[str, Any]:
+        """The pool's ``autoscaling`` entry at the end of the run (``now``); cost over ``[start, end]``."""
+        end = min(now, self.until)
+        self._advance(end)
+        span = end - self.t0
+        return {
+            "worker_seconds": self.alive_area,
+            "scale_events": self.ups + self.downs,
+            "scale_ups": self.ups,
+            "scale_downs": self.downs,
+            "flaps": self.flaps,
+            "flap_window": self.flap_window,
+            "cut_jobs": self.cut,
+            "polls": self.polls,
+            "workers": {"min": self.lo, "max": self.hi, "mean": self.asked_area / span if span > 0 else None},
+            "trajectory": [list(r) for r in self.trajectory],
+        }
