@@ -50,7 +50,7 @@ from qsim.calibrate.report import Calibration
 from qsim.errors import CalibrationError, ScenarioError
 from qsim.scenario import Scenario
 
-__all__ = ["advise", "advise_from", "parse_slos", "parse_window", "planned_scenario", "DEFAULT_WINDOW", "DEFAULT_JOBS_PER_RUN",
+__all__ = ["advise", "advise_from", "parse_slos", "parse_window", "planned_scenario", "sized_scenario", "DEFAULT_WINDOW", "DEFAULT_JOBS_PER_RUN",
            "DEFAULT_MAX_WORKERS", "SOURCES"]
 
 logger = logging.getLogger(__name__)
@@ -117,11 +117,16 @@ def planned_scenario(cal: Calibration, pool: PoolFit, concurrency: int, jobs_per
                      seed: int) -> tuple[Scenario, str]:
     """The calibrated scenario as planned: the pool at ``concurrency`` (renamed to a dotted-path-safe name),
     long enough for about ``jobs_per_run`` jobs, a tenth of it warm-up. Returns it and the pool's name."""
-    s = cal.scenario
+    return sized_scenario(cal.scenario, pool.name, concurrency, jobs_per_run, seed)
+
+
+def sized_scenario(s: Scenario, pool: str, concurrency: int, jobs_per_run: int, seed: int) -> tuple[Scenario, str]:
+    """``s`` as planned: ``pool`` at ``concurrency`` (renamed to a dotted-path-safe name), long enough for
+    about ``jobs_per_run`` jobs at its arrival rates, a tenth of it warm-up. Returns it and the pool's name."""
     rate = sum(j.arrival.rate for j in s.jobs if j.arrival is not None)
     duration = max(jobs_per_run / rate, 1.0) if rate > 0 else s.duration
-    name = _safe_name(pool.name, {p.name for p in s.pools})
-    pools = tuple(dataclasses.replace(p, name=name, concurrency=concurrency) if p.name == pool.name else p
+    name = _safe_name(pool, {p.name for p in s.pools})
+    pools = tuple(dataclasses.replace(p, name=name, concurrency=concurrency) if p.name == pool else p
                   for p in s.pools)
     return dataclasses.replace(s, pools=pools, duration=duration, warmup=duration / 10, seed=seed), name
 

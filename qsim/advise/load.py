@@ -1,0 +1,99 @@
+"""``qsim advise``'s recommendation for a measured load: what the ``qsim`` autoscaling policy scales on.
+
+A running advisor (:func:`qsim.advise.advise`) calibrates its window of jobs
+and plans the pool's workers. An autoscaling controller tried in the model or
+on the engine harness sees the same window as a few numbers (an
+:class:`~qsim.autoscale.observe.Observation`: the arrival rate and the
+attempts' mean and coefficient of variation of run time). :class:`LoadAdvisor`
+turns them into the advisor's answer the advisor's way: the calibrated
+scenario's shape (Poisson arrivals at the measured rate; a service time that
+is constant for cv ~ 0, exponential for cv ~ 1, else gamma with the measured
+mean and cv), the pool at its concurrency, runs of :data:`WORKER_BUDGET`'s
+``jobs_per_run`` jobs with its replications, the same search range
+(:func:`~qsim.advise.capacity.search_range`) and the same plan
+(:func:`qsim.analysis.plan.plan`, bisection) as :func:`~qsim.advise.advise_from`.
+
+The answers are remembered per measured load, rounded to a grid (rate and
+mean service to :data:`GRID` relative steps, cv to 0.1): a day of polls asks
+a few dozen distinct questions. An instance is picklable (the model's runs
+may go to other processes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from qsim import dists
+from qsim.advise.capacity import search_range
+from qsim.advise.core import DEFAULT_MAX_WORKERS, parse_slos, sized_scenario
+from qsim.advise.live import WORKER_BUDGET
+from qsim.analysis.plan import SLO, plan
+from qsim.autoscale.observe import Observation
+from qsim.scenario import JobType, PoolSpec, QueueSpec, Scenario
+
+__all__ = ["LoadAdvisor", "GRID"]
+
+#: Relative step of the grid the measured rate and mean service are rounded to.
+GRID = 0.05
+
+
+def _snap(x: float) -> float:
+    return float(math.exp(round(math.log(x) / math.log1p(GRID)) * math.log1p(GRID)))
+
+
+def _service(mean: float, cv: float) -> dists.Distribution:
+    if cv < 0.05:
+        return dists.Constant(mean=mean)
+    if abs(cv - 1.0) < 0.05:
+        return dists.Exponential(mean=mean)
+    return dists.Gamma(mean=mean, cv=cv)
+
+
+class LoadAdvisor:
+    """The advisor's worker count for a measured load (see the module docstring); call it with an observation.
+
+    Args:
+        slo: the advisor's SLOs (``qsim advise --slo``), e.g. ``"p95_wait<=2"``.
+        concurrency: the pool's concurrency per worker.
+        max_workers: the most workers the search considers.
+        seed: replication ``r`` of each plan uses ``seed + r``.
+        budget: the plan's budget (:data:`WORKER_BUDGET`: replications, jobs_per_run, search).
+    """
+
+    def __init__(self, slo: str | SLO | list[str | SLO], *, concurrency: int, max_workers: int = DEFAULT_MAX_WORKERS,
+                 seed: int = 0, budget: dict[str, Any] | None = None) -> None:
+        self.slos = parse_slos(slo)
+        self.concurrency, self.max_workers, self.seed = concurrency, max_workers, seed
+        self.budget = {**WORKER_BUDGET, **(budget or {})}
+        self.memo: dict[tuple[float, float, float], int | None] = {}
+
+    def __call__(self, obs: Observation) -> int | None:
+        """The recommendation for the load in ``obs`` (None: not measured yet, or no count in range meets the SLOs)."""
+        if obs.arrival_rate is None or obs.mean_service is None or obs.mean_service <= 0:
+            return None
+        if obs.arrival_rate <= 0:
+            return 1  # nothing arrives: the advisor's smallest pool (KEDA's min applies)
+        key = (_snap(obs.arrival_rate), _snap(obs.mean_service), round(obs.service_cv or 0.0, 1))
+        if key not in self.memo:
+            self.memo[key] = self.recommend(*key)
+        return self.memo[key]
+
+    def recommend(self, rate: float, mean_service: float, cv: float) -> int | None:
+        """The least workers meeting the SLOs at ``rate`` jobs/s of ``mean_service`` s (cv ``cv``)."""
+        base = Scenario(name="advised", duration=1.0, seed=self.seed,
+                        queues=(QueueSpec(name="q"),),
+                        jobs=(JobType(name="job", queue="q", arrival=dists.PoissonArrivals(rate=rate),
+                                      service=_service(mean_service, cv)),),
+                        pools=(PoolSpec(name="workers", queues=("q",), concurrency=self.concurrency),))
+        scenario, pool = sized_scenario(base, "workers", self.concurrency, int(self.budget["jobs_per_run"]),
+                                        self.seed)
+        lo, hi = search_range(rate * mean_service, self.concurrency, 1, max_workers=self.max_workers)
+        if lo > self.max_workers:
+            return None
+        path = f"pools.{pool}.workers"
+        result = plan(scenario, self.slos, {path: list(range(lo, hi + 1))}, seed=self.seed,
+                      replications=self.budget["replications"], search=self.budget["search"],
+                      processes=self.budget["processes"])
+        best = result["recommended"]
+        return int(best[path]) if best is not None else None
