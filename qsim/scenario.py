@@ -32,6 +32,19 @@ from typing import Any, TypeVar, cast
 from qsim import dists
 from qsim.backoff import BACKOFF_KINDS, backoff_ms
 from qsim.errors import ScenarioError
+from qsim.scenario_autoscale import (
+    AUTOSCALE_POLICIES,
+    AUTOSCALER_KEYS,
+    COMMON_KEYS,
+    POLICY_PARAMS,
+    REQUIRED,
+    SCALE_POLICY_TYPES,
+    SLO_SHAPE,
+    AutoscalerSpec,
+    ScalePolicySpec,
+    default_metric_type,
+    owner,
+)
 
 __all__ = [
     "Scenario",
@@ -44,6 +57,8 @@ __all__ = [
     "PoolSpec",
     "EventSpec",
     "EngineSettings",
+    "AutoscalerSpec",
+    "ScalePolicySpec",
     "POLICIES",
     "EVENT_KINDS",
 ]
@@ -187,6 +202,7 @@ class Scenario:
     seed: int = 0
     warmup: float = 0.0
     events: tuple[EventSpec, ...] = ()
+    autoscalers: tuple[AutoscalerSpec, ...] = ()
     engine: EngineSettings = field(default_factory=EngineSettings)
     source: Path | None = field(default=None, compare=False)
 
@@ -204,6 +220,10 @@ class Scenario:
     def pool(self, name: str) -> PoolSpec:
         """The pool called ``name`` (KeyError if none)."""
         return _by_name(self.pools, name, "pool")
+
+    def autoscaler(self, pool: str) -> AutoscalerSpec | None:
+        """The autoscaler of pool ``pool`` (None when it has none)."""
+        return next((a for a in self.autoscalers if a.pool == pool), None)
 
     @property
     def slots(self) -> int:
@@ -395,7 +415,8 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "engine")
+_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "autoscalers",
+             "engine")
 _QUEUE_KEYS = ("name", "rate_limit", "concurrency_limit", "aging")
 _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "poison_prob", "attempts",
              "backoff", "timeout", "fan_out", "flow", "data")
@@ -403,7 +424,8 @@ _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
 _ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay")
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
-                                           PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
+                                           PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS,
+                                           AutoscalerSpec: AUTOSCALER_KEYS}
 _PROFILE_KEYS = ("points", "shape", "period", "scale")
 _ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size", *_PROFILE_KEYS),
                  "trace": ("path",), "profile": _PROFILE_KEYS}
@@ -428,6 +450,7 @@ def _parse_scenario(raw: Mapping[str, Any], where: _Where, source: Path | None) 
         jobs=tuple(_parse_job(t) for t in top.array_of_tables("jobs", _JOB_KEYS)),
         pools=tuple(_parse_pool(t) for t in top.array_of_tables("pools", _POOL_KEYS)),
         events=tuple(_parse_event(t) for t in top.array_of_tables("events", _EVENT_KEYS)),
+        autoscalers=tuple(_parse_autoscaler(t) for t in top.array_of_tables("autoscalers", AUTOSCALER_KEYS)),
         engine=_parse_engine(engine_table) if engine_table else EngineSettings(),
         source=source,
     )
@@ -586,8 +609,8 @@ def _parse_profile(a: _Table) -> dists.RateProfile:
                              period=period, scale=a.number("scale", 1.0, low=0, strict_low=True))
 
 
-def _parse_service(t: _Table) -> dists.Distribution:
-    kind, s = _kind_table(t, "service", _SERVICE_KEYS)
+def _parse_service(t: _Table, name: str = "service") -> dists.Distribution:
+    kind, s = _kind_table(t, name, _SERVICE_KEYS)
     if kind == "empirical":
         return dists.Empirical(path=(p := _path(s)), values=_read_column(p, s, "path"))
     if kind == "uniform":
@@ -652,6 +675,61 @@ def _parse_event(t: _Table) -> EventSpec:
         count=t.integer("count", 1, low=1),
         grace=t.number("grace", 30.0, low=0),
     )
+
+
+def _parse_autoscaler(t: _Table) -> AutoscalerSpec:
+    """One ``[[autoscalers]]`` table (qsim.scenario_autoscale): common keys, then the policy's parameters."""
+    policy = t.string("policy", "hpa", choices=AUTOSCALE_POLICIES)
+    mine = {p.name: p for p in POLICY_PARAMS[policy]}
+    for key in t.raw:
+        if key not in COMMON_KEYS and key not in mine:
+            raise t.where.error(t.key(str(key)), f"is a parameter of policy {owner(str(key))}, not {policy}")
+    low = t.integer("min", 1, low=0)
+    high = t.integer("max", 100, low=1)
+    if low > high:
+        raise t.where.error(t.key("min"), f"must be <= max ({high}), got {low}")
+    values: dict[str, Any] = {}
+    for p in POLICY_PARAMS[policy]:
+        if not t.has(p.name):
+            if p.default is REQUIRED:
+                raise t.where.error(t.key(p.name), f"is required for policy {policy}")
+            values[p.name] = p.default
+        elif p.kind == "number":
+            values[p.name] = t.number(p.name, low=p.low, strict_low=p.strict)
+        elif p.kind == "integer":
+            values[p.name] = t.integer(p.name, low=int(p.low))
+        elif p.kind == "choice":
+            values[p.name] = t.string(p.name, choices=p.choices)
+        elif p.kind == "slo":
+            values[p.name] = text = t.string(p.name)
+            if not SLO_SHAPE.match(text):
+                raise t.where.error(t.key(p.name), f"must be an SLO like \"p95_wait<=2\", got {_show(text)}")
+        else:
+            values[p.name] = _parse_scale_policies(t, p.name)
+    if "metric_type" in values and values["metric_type"] is None:
+        values["metric_type"] = default_metric_type(values["metric"])
+    if policy == "hpa" and values["metric"] == "recommended_workers" and values["slo"] is None:
+        raise t.where.error(t.key("slo"), "is required for metric recommended_workers (the advisor's SLO)")
+    for way in ("up", "down") if policy in ("hpa", "qsim") else ():
+        if not values[f"scale_{way}"] and values[f"scale_{way}_select"] != "disabled":
+            raise t.where.error(t.key(f"scale_{way}"), f"must list at least one scaling policy "
+                                                       f"(or set scale_{way}_select = \"disabled\")")
+    if policy == "step" and values["down_when"] > values["up_when"]:
+        raise t.where.error(t.key("down_when"), f"must be <= up_when ({_num(values['up_when'])}), "
+                                                f"got {_num(values['down_when'])}")
+    return AutoscalerSpec(
+        pool=t.string("pool", required=True), min=low, max=high,
+        start_delay=_parse_service(t, "start_delay") if t.has("start_delay") else dists.Constant(mean=0.0),
+        grace=t.number("grace", 30.0, low=0), poll=t.number("poll", 30.0, low=0, strict_low=True),
+        flap_window=t.number("flap_window", 600.0, low=0), policy=policy, **values)
+
+
+def _parse_scale_policies(t: _Table, name: str) -> tuple[ScalePolicySpec, ...]:
+    """``scale_up`` / ``scale_down``: a list of ``{type = "pods" | "percent", value, period}``."""
+    return tuple(ScalePolicySpec(type=r.string("type", required=True, choices=SCALE_POLICY_TYPES),
+                                 value=r.integer("value", required=True, low=1),
+                                 period=r.number("period", required=True, low=0, strict_low=True))
+                 for r in t.array_of_tables(name, ("type", "value", "period")))
 
 
 def _parse_engine(t: _Table) -> EngineSettings:
@@ -727,6 +805,17 @@ def _check_references(s: Scenario, where: _Where) -> None:
     for i, name in enumerate(queues):
         if name not in served:
             raise where.error(f"queues[{i}]", f"{name!r} is served by no pool: its jobs would never run")
+    scaled: dict[str, int] = {}
+    for i, a in enumerate(s.autoscalers):
+        if a.pool not in pools:
+            raise _unknown(where, f"autoscalers[{i}].pool", "pool", a.pool, pools)
+        if a.pool in scaled:
+            raise where.error(f"autoscalers[{i}].pool", f"{a.pool!r} already has an autoscaler "
+                                                        f"(autoscalers[{scaled[a.pool]}]): at most one per pool")
+        scaled[a.pool] = i
     for i, e in enumerate(s.events):
         if e.pool not in pools:
             raise _unknown(where, f"events[{i}].pool", "pool", e.pool, pools)
+        if e.pool in scaled:
+            raise where.error(f"events[{i}].pool", f"{e.pool!r} is autoscaled (autoscalers[{scaled[e.pool]}]): "
+                                                   "its processes are the autoscaler's to start and stop")

@@ -27,7 +27,7 @@ from qsim.scenario import Scenario
 __all__ = ["to_toml", "write_toml", "toml_value"]
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
-_ARRAYS = ("queues", "jobs", "pools", "events")
+_ARRAYS = ("queues", "jobs", "pools", "events", "autoscalers")
 
 
 def _key(name: str) -> str:

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from qsim.autoscale.hpa import HPA, Recommend, ScalingPolicy, ScalingRules
+from qsim.autoscale.hpa import HPA, Recommend, ScalingRules
 from qsim.autoscale.observe import Observation, WindowStats
 from qsim.autoscale.step import Step
 from qsim.autoscale.tally import Tally
 from qsim.autoscale.tracking import TargetTracking
 
-__all__ = ["Controller", "HPA", "Step", "TargetTracking", "ScalingPolicy", "ScalingRules", "Observation",
+__all__ = ["Controller", "HPA", "Step", "TargetTracking", "ScalingRules", "Observation",
            "WindowStats", "Tally", "Recommend"]
 
 

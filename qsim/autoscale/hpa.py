@@ -49,49 +49,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qsim.autoscale.observe import Observation
+from qsim import scenario_autoscale as spec
+from qsim.scenario_autoscale import HPA_METRICS, METRIC_TYPES, SCALE_POLICY_TYPES, SELECTS, ScalePolicySpec, \
+    default_metric_type
 
-__all__ = ["ScalingPolicy", "ScalingRules", "HPA", "proposal", "scale_up_limit", "scale_down_limit",
+__all__ = ["ScalingRules", "HPA", "proposal", "scale_up_limit", "scale_down_limit",
            "Stabilizer", "ScaleEvents", "DEFAULT_SCALE_UP", "DEFAULT_SCALE_DOWN", "DEFAULT_TOLERANCE",
            "METRIC_TYPES", "SELECTS", "POLICY_TYPES", "HPA_METRICS", "default_metric_type", "Recommend"]
 
-METRIC_TYPES = ("AverageValue", "Value")
-SELECTS = ("max", "min", "disabled")
-POLICY_TYPES = ("pods", "percent")
-#: The metrics an ``hpa`` autoscaler can scale on.
-HPA_METRICS = ("list_length", "oldest_age", "p95_wait", "recommended_workers")
+POLICY_TYPES = SCALE_POLICY_TYPES
 DEFAULT_TOLERANCE = 0.1
 #: A recommendation made from an observation: a worker count, or None when none can be made.
 Recommend = Callable[[Observation], "int | None"]
 _EPS = 1e-9  # a product within this of a whole number is that number (ceil(1.1 * 10) is 11)
 
 
-def default_metric_type(metric: str) -> str:
-    """``AverageValue`` for totals shared by the replicas (list length, recommended workers), else ``Value``."""
-    return "AverageValue" if metric in ("list_length", "recommended_workers") else "Value"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScalingPolicy:
-    """At most ``value`` pods, or ``value`` percent, of change per ``period`` seconds."""
-
-    type: str
-    value: int
-    period: float
-
-    def __post_init__(self) -> None:
-        if self.type not in POLICY_TYPES:
-            raise ValueError(f"type must be pods or percent, got {self.type!r}")
-        if self.value < 1:
-            raise ValueError(f"value must be >= 1, got {self.value!r}")
-        if not self.period > 0:
-            raise ValueError(f"period must be > 0, got {self.period!r}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class ScalingRules:
     """One direction's behaviour: its policies, how they combine, its stabilisation window (s)."""
 
-    policies: tuple[ScalingPolicy, ...]
+    policies: tuple[ScalePolicySpec, ...]
     select: str = "max"
     stabilization: float = 0.0
 
@@ -100,17 +77,17 @@ class ScalingRules:
             raise ValueError(f"select must be one of {', '.join(SELECTS)}, got {self.select!r}")
         if not self.policies and self.select != "disabled":
             raise ValueError("policies must not be empty (use select = 'disabled' to forbid scaling)")
+        for p in self.policies:
+            if p.type not in POLICY_TYPES or p.value < 1 or not p.period > 0:
+                raise ValueError(f"a scaling policy is pods or percent, value >= 1, period > 0; got {p}")
 
     @property
     def longest_period(self) -> float:
         return max((p.period for p in self.policies), default=0.0)
 
 
-DEFAULT_SCALE_UP = ScalingRules(policies=(ScalingPolicy(type="pods", value=4, period=15.0),
-                                          ScalingPolicy(type="percent", value=100, period=15.0)),
-                                select="max", stabilization=0.0)
-DEFAULT_SCALE_DOWN = ScalingRules(policies=(ScalingPolicy(type="percent", value=100, period=15.0),),
-                                  select="max", stabilization=300.0)
+DEFAULT_SCALE_UP = ScalingRules(policies=spec.DEFAULT_SCALE_UP, select="max", stabilization=0.0)
+DEFAULT_SCALE_DOWN = ScalingRules(policies=spec.DEFAULT_SCALE_DOWN, select="max", stabilization=300.0)
 
 
 def _ceil(x: float) -> int:

@@ -22,11 +22,9 @@ from __future__ import annotations
 import math
 
 from qsim.autoscale.observe import Observation
+from qsim.scenario_autoscale import STEP_METRICS
 
 __all__ = ["Step", "STEP_METRICS"]
-
-#: The latencies a step policy can watch.
-STEP_METRICS = ("oldest_age", "p95_wait")
 
 
 class Step:

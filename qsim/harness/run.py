@@ -92,6 +92,8 @@ def check_supported(scenario: Scenario) -> None:
             if not float(w).is_integer():
                 raise NotSupportedError(f"{label}: not supported by the engine: pools[{i}].weights.{q} = {w} "
                                         f"(engine weights are whole numbers)")
+    if scenario.autoscalers:
+        raise NotSupportedError(f"{label}: not supported by the engine harness yet: autoscalers")
 
 
 async def _redis_now(client: redis.asyncio.Redis) -> float:

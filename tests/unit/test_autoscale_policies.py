@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from qsim.autoscale import HPA, Observation, ScalingPolicy, ScalingRules, Step, Tally, TargetTracking, WindowStats
+from qsim.autoscale import HPA, Observation, ScalingRules, Step, Tally, TargetTracking, WindowStats
+from qsim.scenario_autoscale import ScalePolicySpec
 from qsim.autoscale.hpa import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, ScaleEvents, proposal, scale_down_limit, \
     scale_up_limit
 
@@ -91,7 +92,7 @@ def test_default_scale_up_is_4_pods_or_double_per_15_s() -> None:
 
 
 def test_pods_per_period_scale_down() -> None:
-    down = ScalingRules(policies=(ScalingPolicy(type="pods", value=1, period=120.0),), stabilization=0.0)
+    down = ScalingRules(policies=(ScalePolicySpec(type="pods", value=1, period=120.0),), stabilization=0.0)
     hpa = HPA(min=1, max=20, target=8, scale_down=down)
     # one pod per 120 s from 10 towards ceil(16/8) = 2
     assert run(hpa, [(0, 16), (60, 16), (120, 16), (240, 16)], 10) == [9, 9, 8, 7]
@@ -104,8 +105,8 @@ def test_select_min_takes_the_policy_allowing_least() -> None:
 
 
 def test_percent_rounds_up_when_scaling_up_and_down_when_scaling_down() -> None:
-    up = ScalingRules(policies=(ScalingPolicy(type="percent", value=10, period=60.0),))
-    down = ScalingRules(policies=(ScalingPolicy(type="percent", value=10, period=60.0),))
+    up = ScalingRules(policies=(ScalePolicySpec(type="percent", value=10, period=60.0),))
+    down = ScalingRules(policies=(ScalePolicySpec(type="percent", value=10, period=60.0),))
     assert scale_up_limit(0.0, 10, ScaleEvents(), up) == 11             # ceil(11.0), not 12
     assert scale_up_limit(0.0, 3, ScaleEvents(), up) == 4               # ceil(3.3)
     assert scale_down_limit(0.0, 10, ScaleEvents(), down) == 9
