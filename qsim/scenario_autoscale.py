@@ -9,7 +9,7 @@ One table per autoscaled pool (at most one per pool)::
     start_delay = { kind = "constant", mean = 30.0 }   # cold start: any service-time distribution
     grace = 30.0                 # scale-down: SIGTERM, drain up to grace s, then cut off (as a sigterm event)
     poll = 30.0                  # s between decisions
-    flap_window = 600.0          # a reversal within this many s of the previous scale event is a flap
+    flap_window = 600.0          # a reversal less than this many s after the previous scale event is a flap
     policy = "hpa"               # hpa | step | target-tracking | qsim
     metric = "list_length"       # and the policy's parameters (below)
     target = 8

@@ -44,7 +44,8 @@ only when it completes, so its draws never depend on the order of events.
 
 Later mechanisms take their own purposes from :data:`PURPOSES` (append, never
 reorder): a run's backoff jitter, for one, is drawn as the run goes from the
-``"backoff"`` stream.
+``"backoff"`` stream, and an autoscaled pool's cold starts from its own
+``"start_delay"`` stream (keyed by the pool's name, :class:`StartDelays`).
 """
 
 from __future__ import annotations
@@ -56,13 +57,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qsim.scenario import JobType, Scenario
+from qsim.scenario import AutoscalerSpec, JobType, Scenario
 
 __all__ = ["PURPOSES", "stream", "JobDraws", "draw_jobs", "Attempts", "draw_attempts", "child_types", "JobPlan",
-           "plan_attempts", "Workload", "draw_workload", "check_seed"]
+           "plan_attempts", "Workload", "draw_workload", "check_seed", "StartDelays"]
 
 #: Stream purposes; a stream is keyed by (job type name, purpose index).
-PURPOSES = ("arrival", "service", "failure", "backoff", "retry_service")
+PURPOSES = ("arrival", "service", "failure", "backoff", "retry_service", "start_delay")
 
 
 def stream(seed: int, job_name: str, purpose: str) -> np.random.Generator:
@@ -71,6 +72,29 @@ def stream(seed: int, job_name: str, purpose: str) -> np.random.Generator:
         raise ValueError(f"purpose must be one of {PURPOSES}, got {purpose!r}")
     key = (zlib.crc32(job_name.encode("utf-8")), PURPOSES.index(purpose))
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
+
+
+class StartDelays:
+    """The cold starts of an autoscaled pool's new processes, in the order they are created.
+
+    Drawn from the pool's own ``"start_delay"`` stream (keyed by the pool's
+    name), so the model and the engine harness give the k-th process they
+    start the same cold start.
+    """
+
+    def __init__(self, spec: AutoscalerSpec, seed: int) -> None:
+        self.dist = spec.start_delay
+        self.rng = stream(seed, spec.pool, "start_delay")
+        self.drawn: list[float] = []
+        self.used = 0
+
+    def take(self, count: int) -> list[float]:
+        """The next ``count`` cold starts (seconds)."""
+        while len(self.drawn) < self.used + count:
+            self.drawn.extend(float(x) for x in self.dist.sample(self.rng, 64))
+        out = self.drawn[self.used:self.used + count]
+        self.used += count
+        return out
 
 
 def check_seed(seed: object) -> int:

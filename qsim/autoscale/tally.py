@@ -4,13 +4,13 @@ The model and the engine harness both keep one :class:`Tally` per autoscaled
 pool and report :meth:`Tally.section` in the Summary's ``autoscaling``
 section, so the figures mean the same on both sides:
 
-- ``worker_seconds``: the integral over ``[0, duration]`` of the pool's
-  processes that exist — starting (cold start), running or draining after a
-  SIGTERM — what a cluster bills;
+- ``worker_seconds``: the time within ``[0, duration]`` the pool's processes
+  existed — starting (cold start), running or draining after a SIGTERM —
+  what a cluster bills (from each process's lifetime, given at the end);
 - ``scale_events``, ``scale_ups``, ``scale_downs``: polls that changed the
   replica count;
 - ``flaps``: scale events in the direction opposite to the previous one and
-  at most ``flap_window`` seconds after it (up/down/up near an empty queue);
+  less than ``flap_window`` seconds after it (up/down/up near an empty queue);
 - ``cut_jobs``: jobs still running at a scaled-down process's grace deadline
   (cut off and handed back to the queue);
 - ``workers``: ``min``, ``max`` and time-weighted ``mean`` of the replicas
@@ -20,6 +20,7 @@ section, so the figures mean the same on both sides:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = ["Tally", "DEFAULT_FLAP_WINDOW"]
@@ -34,9 +35,9 @@ class Tally:
     def __init__(self, *, workers: int, end: float = math.inf, flap_window: float = DEFAULT_FLAP_WINDOW,
                  start: float = 0.0) -> None:
         self.flap_window = flap_window
-        self.asked = self.ready = self.alive = workers
+        self.asked = self.ready = workers
         self.t0 = self.last = start
-        self.alive_area = self.asked_area = 0.0
+        self.asked_area = 0.0
         self.lo = self.hi = workers
         self.ups = self.downs = self.flaps = self.cut = self.polls = 0
         self.last_event: tuple[float, int] | None = None  # (time, direction)
@@ -46,7 +47,6 @@ class Tally:
     def _advance(self, now: float) -> None:
         t = min(now, self.until)
         if t > self.last:
-            self.alive_area += self.alive * (t - self.last)
             self.asked_area += self.asked * (t - self.last)
             self.last = t
 
@@ -69,17 +69,12 @@ class Tally:
         else:
             self.downs += 1
         if self.last_event is not None and self.last_event[1] != direction \
-                and now - self.last_event[0] <= self.flap_window:
+                and now - self.last_event[0] < self.flap_window:
             self.flaps += 1
         self.last_event = (now, direction)
         self.asked = after
         self.lo, self.hi = min(self.lo, after), max(self.hi, after)
         self._point(now)
-
-    def processes(self, now: float, delta: int) -> None:
-        """``delta`` processes were created (> 0) or exited (< 0) at ``now``."""
-        self._advance(now)
-        self.alive += delta
 
     def readied(self, now: float, delta: int) -> None:
         """``delta`` processes started taking work (> 0) or stopped taking it (< 0) at ``now``."""
@@ -90,13 +85,15 @@ class Tally:
         """``count`` jobs were cut off at a scaled-down process's grace deadline."""
         self.cut += count
 
-    def section(self, now: float) -> dict[str, Any]:
-        """The pool's ``autoscaling`` entry at the end of the run (``now``); cost over ``[start, end]``."""
+    def section(self, now: float, lifetimes: Iterable[Sequence[float]]) -> dict[str, Any]:
+        """The pool's ``autoscaling`` entry at the end of the run (``now``), its processes' ``lifetimes``
+        ``(created, ended)`` (``inf``: still alive) giving the cost over ``[start, end]``."""
         end = min(now, self.until)
         self._advance(end)
         span = end - self.t0
+        cost = sum(max(0.0, min(b, end) - max(a, self.t0)) for a, b in lifetimes)
         return {
-            "worker_seconds": self.alive_area,
+            "worker_seconds": cost,
             "scale_events": self.ups + self.downs,
             "scale_ups": self.ups,
             "scale_downs": self.downs,

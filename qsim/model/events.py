@@ -59,13 +59,21 @@ made from.
 last one) and take work ``[engine] start_delay`` after the event (their
 start-up; 0 by default: at once); the slot count steps up then, as the
 harness records it when the processes report ready.
+
+An autoscaler (:mod:`qsim.model.autoscaling`) uses the same processes:
+:meth:`PoolEvents.launch` creates processes that take work after their own
+cold start, :meth:`PoolEvents.stop` stops some of a pool's processes the way
+Kubernetes picks the pods of a scale-down — those still starting first (they
+just go), then the newest running ones (a SIGTERM with ``grace``, exactly as
+a ``sigterm`` event). ``lifetimes`` says when each process was created and
+when it ended (its cost).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, cast
 
 import pandas as pd
@@ -84,7 +92,7 @@ __all__ = ["PoolEvents", "DRAIN_COLUMNS"]
 #: A lock that expires within this of a check counts as expired at it (k * L/2 + L and m * S in floats).
 _TIE = 1e-9
 DRAIN_COLUMNS = ("pool", "process", "signalled_at", "drained_at", "cut_off_at", "jobs_cut_off", "active_at_signal")
-RUNNING, DRAINING, GONE = 0, 1, 2
+RUNNING, DRAINING, GONE, STARTING = 0, 1, 2, 3
 
 
 class PoolEvents:
@@ -116,6 +124,8 @@ class PoolEvents:
         eng = scenario.engine
         self.lock, self.interval, self.max_stalled = eng.lock_duration, eng.stalled_interval, eng.max_stalled
         self.pool_index = {p.spec.name: p.index for p in ctx.pools}
+        #: when each process was created and when it ended (inf: alive); 0 for the initial ones
+        self.lifetimes: list[list[float]] = [[0.0, math.inf] for _ in self.state]
 
     def start(self) -> None:
         """Schedule the events and the initial stalled checkers."""
@@ -172,9 +182,13 @@ class PoolEvents:
             k += 1
         return s + k * half
 
+    def _gone(self, w: int, now: float) -> None:
+        self.state[w] = GONE
+        self.lifetimes[w][1] = now
+
     def _kill(self, w: int, now: float) -> None:
         ctx = self.ctx
-        self.state[w] = GONE
+        self._gone(w, now)
         renewed = self.last_renewal(w, now)
         for s in self.proc_slots[w]:
             job = ctx.cancel(s)  # its pending end is ignored; it leaves the lane's active count
@@ -195,7 +209,7 @@ class PoolEvents:
         self.drains.append(row)
         if not busy:
             row["drained_at"] = now
-            self.state[w] = GONE
+            self._gone(w, now)
             return
         self.draining[w] = (busy, len(self.drains) - 1)
         Timeout(ctx.env, grace, w).callbacks.append(self._deadline)
@@ -210,7 +224,7 @@ class PoolEvents:
         busy.discard(slot)
         if not busy:
             self.drains[row]["drained_at"] = now
-            self.state[w] = GONE
+            self._gone(w, now)
             del self.draining[w]
 
     def _deadline(self, event: Event) -> None:
@@ -221,7 +235,7 @@ class PoolEvents:
         ctx = self.ctx
         now = ctx.env.now
         busy, row = entry
-        self.state[w] = GONE
+        self._gone(w, now)
         self.drains[row]["cut_off_at"] = now
         self.drains[row]["jobs_cut_off"] = len(busy)
         handed: list[int] = []
@@ -242,24 +256,79 @@ class PoolEvents:
         self._add_processes(pool, count, self.ctx.env.now)
 
     def _add_processes(self, pool: Pool, count: int, now: float) -> None:
+        self._take_work(pool, [self._new_process(pool, RUNNING, now) for _ in range(count)], now)
+
+    def _new_process(self, pool: Pool, state: int, now: float) -> int:
+        w = self.ctx.add_worker(pool, f"{pool.spec.name}-{self.local[pool.index]}")
+        self.local[pool.index] += 1
+        self.proc_pool.append(pool.index)
+        self.proc_slots.append([])
+        self.state.append(state)
+        self.proc_start.append(now)
+        self.lifetimes.append([now, math.inf])
+        return w
+
+    def _take_work(self, pool: Pool, new: list[int], now: float) -> None:
+        """Processes ``new`` of ``pool`` are ready: their slots join the pool's free ones."""
         ctx = self.ctx
         c = pool.spec.concurrency
-        new: list[int] = []
-        for _ in range(count):
-            w = ctx.add_worker(pool, f"{pool.spec.name}-{self.local[pool.index]}")
-            self.local[pool.index] += 1
+        for w in new:
             slots = [ctx.add_slot(pool, w) for _ in range(c)]
             self.retired.extend(False for _ in slots)
-            self.proc_pool.append(pool.index)
-            self.proc_slots.append(slots)
-            self.state.append(RUNNING)
-            self.proc_start.append(now)
-            new.append(w)
+            self.proc_slots[w] = slots
+            self.state[w] = RUNNING
+            self.proc_start[w] = now
         pool.free.extend(self.proc_slots[w][s] for s in range(c) for w in new)
-        self._step(now, count * c)
+        self._step(now, len(new) * c)
         if self.kills and new:
             ctx.env.process(self._checker(pool, new, now))
         ctx.fill(pool, now)
+
+    # ------------------------------------------------------------------ autoscaling
+
+    def launch(self, pool: Pool, delays: list[float], now: float,
+               ready: Callable[[int, float], None] | None = None) -> list[int]:
+        """New processes of ``pool``, created now, each taking work after its delay; returns them.
+
+        ``ready(process, time)`` is called when one starts taking work (not for one stopped before).
+        """
+        new = [self._new_process(pool, STARTING, now) for _ in delays]
+        for w, delay in zip(new, delays):
+            if delay > 0:
+                Timeout(self.ctx.env, delay, (pool, w, ready)).callbacks.append(self._launched)
+            else:
+                self._ready(pool, w, now, ready)
+        return new
+
+    def _launched(self, event: Event) -> None:
+        pool, w, ready = cast(tuple[Pool, int, Callable[[int, float], None] | None], event.value)
+        self._ready(pool, w, self.ctx.env.now, ready)
+
+    def _ready(self, pool: Pool, w: int, now: float, ready: Callable[[int, float], None] | None) -> None:
+        if self.state[w] != STARTING:
+            return  # stopped while starting
+        self._take_work(pool, [w], now)
+        if ready is not None:
+            ready(w, now)
+
+    def alive(self, pool: Pool) -> tuple[list[int], list[int]]:
+        """The pool's processes starting and running (oldest first)."""
+        mine = [w for w, p in enumerate(self.proc_pool) if p == pool.index]
+        return [w for w in mine if self.state[w] == STARTING], [w for w in mine if self.state[w] == RUNNING]
+
+    def stop(self, pool: Pool, count: int, now: float, grace: float) -> tuple[int, int]:
+        """Stop ``count`` of the pool's processes: starting ones first, then the newest running (SIGTERM,
+        ``grace``). Returns how many of each were stopped."""
+        starting, running = self.alive(pool)
+        cancel = starting[::-1][:count]
+        for w in cancel:
+            self._gone(w, now)
+        term = sorted(running, key=lambda w: (self.proc_start[w], w), reverse=True)[:count - len(cancel)]
+        self._step(now, -len(term) * pool.spec.concurrency)
+        for w in term:
+            self._retire_free(pool, w)
+            self._terminate(pool, w, now, grace)
+        return len(cancel), len(term)
 
     # ------------------------------------------------------------------ stalled checks
 

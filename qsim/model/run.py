@@ -57,6 +57,7 @@ import pandas as pd
 from simpy.events import Event, Timeout
 
 from qsim.model.arrivals import ArrivalFeed
+from qsim.model.autoscaling import Autoscaling, Recommenders, Watched
 from qsim.model.core import ModelCore, Progress
 from qsim.model.draws import DrawIndex
 from qsim.model.events import PoolEvents
@@ -76,7 +77,8 @@ __all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
 
 def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None,
-             progress: Progress | None = None, records: bool = True) -> ModelResult:
+             progress: Progress | None = None, records: bool = True,
+             recommend: Recommenders | None = None) -> ModelResult:
     """Simulate a scenario with the SimPy model.
 
     Args:
@@ -91,6 +93,9 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
             :data:`~qsim.summary.STREAM_REL_ERROR`, about 0.6%, of the exact ones; every
             other figure exact); a run with any other mechanism computes the exact Summary
             from its records and drops them.
+        recommend: per autoscaled pool whose policy scales on ``qsim advise``'s
+            recommendation (``qsim``), the function making it
+            (:class:`qsim.advise.load.LoadAdvisor`).
 
     Raises:
         NotSupportedError: the scenario uses a feature the model cannot run yet.
@@ -98,7 +103,8 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
     """
     check_supported(scenario)
     # (no name for the workload: its arrays are freed once the model is built, see qsim.model.recordless)
-    return Model.from_workload(draw_workload(scenario, seed=seed, max_jobs=max_jobs), records=records).run(progress)
+    return Model.from_workload(draw_workload(scenario, seed=seed, max_jobs=max_jobs), records=records,
+                               recommend=recommend).run(progress)
 
 
 def needs_full(scenario: Scenario) -> bool:
@@ -106,7 +112,8 @@ def needs_full(scenario: Scenario) -> bool:
     return (any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 or j.fan_out is not None
                 or j.flow is not None for j in scenario.jobs)
             or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
-            or bool(scenario.events) or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0)
+            or bool(scenario.events) or bool(scenario.autoscalers)
+            or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0)
 
 
 class Model:
@@ -121,17 +128,19 @@ class Model:
     A model runs once. ``records=False``: see :func:`simulate`.
     """
 
-    def __init__(self, scenario: Scenario, draws: JobDraws, *, seed: int, records: bool = True) -> None:
-        self._build(Workload(scenario, seed, draws), records)
+    def __init__(self, scenario: Scenario, draws: JobDraws, *, seed: int, records: bool = True,
+                 recommend: Recommenders | None = None) -> None:
+        self._build(Workload(scenario, seed, draws), records, recommend)
 
     @classmethod
-    def from_workload(cls, workload: Workload, *, records: bool = True) -> Model:
+    def from_workload(cls, workload: Workload, *, records: bool = True,
+                      recommend: Recommenders | None = None) -> Model:
         """A run of ``workload`` (attempt draws it holds already are not drawn again)."""
         model = cls.__new__(cls)
-        model._build(workload, records)
+        model._build(workload, records, recommend)
         return model
 
-    def _build(self, workload: Workload, records: bool) -> None:
+    def _build(self, workload: Workload, records: bool, recommend: Recommenders | None = None) -> None:
         # The workload is not kept: the core copies what it needs (its drawn arrays are freed).
         self.scenario = s = workload.scenario
         self.seed = workload.seed
@@ -144,6 +153,7 @@ class Model:
         self.jobs = core.jobs
         self.flows: Flows | None = None
         self.events: PoolEvents | None = None
+        self.autoscaling: Autoscaling | None = None
         self.recorder: JobRecords | StreamRecords
         on_arrival: Callable[[int, float], None] = core.enqueue
         on_batch: Callable[[list[int], float], None] = core.enqueue_batch
@@ -160,15 +170,21 @@ class Model:
                 self.flows = Flows(core, draws, s)
                 core.on_settle = self.flows.settled
                 on_arrival, on_batch = self.flows.arrive, self.flows.arrive_batch
-            if s.events:
+            if s.events or s.autoscalers:
                 self.events = PoolEvents(core, rec, s)
                 core.retired, core.slot_done = self.events.retired, self.events.slot_done
             self.horizon = _full_horizon(s, draws, arrivals)
+            if s.autoscalers:
+                assert self.events is not None
+                self.autoscaling = Autoscaling(core, self.events, s, self.seed, recommend)
+                self.horizon += self.autoscaling.horizon()
         elif streaming:
             self.recorder = StreamRecords(core, self.seed)
         else:
             self.recorder = JobRecords(core)
         core.recorder = self.recorder
+        if self.autoscaling is not None and self.autoscaling.watch_starts:
+            core.recorder = Watched(self.recorder, self.autoscaling.started)
         # a record-less run's feed reads the enqueued column itself (one O(jobs) array less)
         self.feed = ArrivalFeed(core.env, core.jobs.enqueued if streaming else arrivals.time,
                                 on_arrival=on_arrival, on_batch=on_batch, retime=core.retime)
@@ -190,6 +206,8 @@ class Model:
         Timeout(env, self.horizon).callbacks.append(self._at_horizon)
         if self.events is not None:
             self.events.start()
+        if self.autoscaling is not None:
+            self.autoscaling.start()
         self.feed.start()
         env.run(until=core.done)
         if progress is not None:
@@ -228,6 +246,8 @@ class Model:
             attempts = core_attempts(jobs)
         records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra))
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
+        if self.autoscaling is not None:
+            summary["autoscaling"] = self.autoscaling.section(self.env.now)  # type: ignore[typeddict-unknown-key]
         return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
 
 

@@ -33,7 +33,5 @@ def check_supported(scenario: Scenario) -> None:
             child = scenario.job(kid)
             if child.fan_out is not None or child.flow is not None:
                 unsupported.append(f"jobs[{i}] (child type {kid!r} has children of its own: one level only)")
-    if scenario.autoscalers:
-        unsupported.append("autoscalers (the model's autoscaling is not built yet)")
     if unsupported:
         raise NotSupportedError(f"{scenario_label(scenario)}: not supported yet: {unsupported[0]}")

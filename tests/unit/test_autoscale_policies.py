@@ -215,18 +215,15 @@ def test_target_tracking_scales_out_at_once_and_in_after_cooldowns() -> None:
 def test_tally_counts_flaps_within_the_window_and_worker_seconds() -> None:
     tally = Tally(workers=2, end=100.0, flap_window=30.0)
     tally.polled(10, 2, 3)
-    tally.processes(10.0, 1)    # 3 alive from 10
     tally.polled(20, 3, 2)      # 10 s after an up: a flap
-    tally.processes(25.0, -1)   # 2 from 25 (drained)
     tally.polled(60, 2, 3)      # 40 s after the down: not a flap
-    tally.processes(60.0, 1)    # 3 from 60
     tally.polled(70, 3, 3)      # no change
     tally.polled(120, 3, 1)     # 60 s after: not a flap
-    tally.processes(130.0, -2)  # after the end (100): not counted
-    s = tally.section(140.0)
+    # two processes from the start, one from 10 to 25 (drained), one from 60, both gone after the end
+    s = tally.section(140.0, [(0.0, 130.0), (0.0, math.inf), (10.0, 25.0), (60.0, 130.0)])
     assert (s["scale_events"], s["scale_ups"], s["scale_downs"]) == (4, 2, 2)
     assert s["flaps"] == 1
-    assert s["worker_seconds"] == pytest.approx(2 * 10 + 3 * 15 + 2 * 35 + 3 * 40)
+    assert s["worker_seconds"] == pytest.approx(100 + 100 + 15 + 40)
     assert s["workers"]["min"] == 1 and s["workers"]["max"] == 3
     assert s["workers"]["mean"] == pytest.approx((2 * 10 + 3 * 10 + 2 * 40 + 3 * 40) / 100)
     assert s["polls"] == 5
