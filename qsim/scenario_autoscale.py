@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from qsim import dists
+from qsim.errors import ScenarioError
 
 __all__ = ["AutoscalerSpec", "ScalePolicySpec", "Param", "POLICY_PARAMS", "AUTOSCALE_POLICIES", "HPA_METRICS",
            "STEP_METRICS", "METRIC_TYPES", "SELECTS", "SCALE_POLICY_TYPES", "REQUIRED", "COMMON_KEYS",
@@ -137,6 +138,10 @@ class AutoscalerSpec:
 
     Parameters of the policy left None take their :data:`POLICY_PARAMS`
     default (see :meth:`params`); parameters of other policies must be None.
+
+    Raises:
+        ScenarioError: an unknown policy, ``min > max``, a parameter of another
+            policy, or a required one missing.
     """
 
     pool: str
@@ -172,13 +177,13 @@ class AutoscalerSpec:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_PARAMS:
-            raise ValueError(f"policy must be one of {', '.join(AUTOSCALE_POLICIES)}, got {self.policy!r}")
+            raise ScenarioError(f"policy must be one of {', '.join(AUTOSCALE_POLICIES)}, got {self.policy!r}")
         if not 0 <= self.min <= self.max:
-            raise ValueError(f"min must be <= max ({self.max}) and >= 0, got {self.min}")
+            raise ScenarioError(f"min must be <= max ({self.max}) and >= 0, got {self.min}")
         mine = {p.name for p in POLICY_PARAMS[self.policy]}
         for f in fields(self):
             if f.name not in COMMON_KEYS and f.name not in mine and getattr(self, f.name) is not None:
-                raise ValueError(f"{f.name} is a parameter of policy {owner(f.name)}, not {self.policy}")
+                raise ScenarioError(f"{f.name} is a parameter of policy {owner(f.name)}, not {self.policy}")
         self.params()  # required ones are there
 
     def params(self) -> dict[str, Any]:
@@ -188,13 +193,13 @@ class AutoscalerSpec:
             value = getattr(self, p.name)
             if value is None:
                 if p.default is REQUIRED:
-                    raise ValueError(f"{p.name} is required for policy {self.policy}")
+                    raise ScenarioError(f"{p.name} is required for policy {self.policy}")
                 value = p.default
             out[p.name] = value
         if "metric_type" in out and out["metric_type"] is None:
             out["metric_type"] = default_metric_type(out["metric"])
         if self.policy == "hpa" and out["metric"] == "recommended_workers" and not out["slo"]:
-            raise ValueError("slo is required for metric recommended_workers (the advisor's SLO)")
+            raise ScenarioError("slo is required for metric recommended_workers (the advisor's SLO)")
         return out
 
     def filled(self) -> dict[str, Any]:

@@ -46,13 +46,15 @@ _ADDRESS = re.compile(r"^(?:(?:tcp|tls)://)?(?:\[[0-9a-fA-F:]+\]|[^\s:/\[\]]+):\
 
 @dataclass(frozen=True)
 class Task:
-    """One run: the scenario (point values set), its seed, an optional job cap, and whether to
-    measure the first part of the run for the run-length check."""
+    """One run: the scenario (point values set), its seed, an optional job cap, whether to
+    measure the first part of the run for the run-length check, and the recommendation
+    functions of its ``qsim`` autoscalers (:func:`qsim.model.simulate`'s ``recommend``)."""
 
     scenario: Scenario
     seed: int
     max_jobs: int | None = None
     first_part: bool = False
+    recommend: Mapping[str, Any] | None = None
 
 
 def _started(summary: Mapping[str, Any]) -> int:
@@ -70,7 +72,7 @@ def run_task(task: Task) -> RunResult:
     :mod:`qsim.analysis.runlength` compares them with the rest of the run.
     """
     s = task.scenario
-    summary = simulate(s, seed=task.seed, max_jobs=task.max_jobs, records=False).summary
+    summary = simulate(s, seed=task.seed, max_jobs=task.max_jobs, records=False, recommend=task.recommend).summary
     first: dict[str, Any] | None = None
     arrived = int(summary["jobs"]["arrived"])
     measured = s.duration - s.warmup
@@ -82,7 +84,7 @@ def run_task(task: Task) -> RunResult:
             guesses.insert(0, max(task.max_jobs - arrived, 0))
         for before in dict.fromkeys(guesses):
             cap = before + int(arrived * FIRST_PART)
-            head = simulate(s, seed=task.seed, max_jobs=cap, records=False).summary
+            head = simulate(s, seed=task.seed, max_jobs=cap, records=False, recommend=task.recommend).summary
             n1, n = _started(head), _started(summary)
             if 0 < n1 < n and head["wait"]["mean"] is not None:
                 first = {"jobs": n1, "wait_mean": float(head["wait"]["mean"])}

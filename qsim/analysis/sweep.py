@@ -5,6 +5,7 @@ A parameter is named by a dotted path into the scenario::
     pools.craftsmen.concurrency     pools.<name>.<field>
     queues.orders.concurrency_limit queues.<name>.<field>
     jobs.cut.arrival.rate           jobs.<name>.<field>[.<field>]
+    autoscalers.craftsmen.target    autoscalers.<pool>.<field> (a pool's autoscaler)
     duration                        a top-level field
 
 :func:`with_params` returns a new scenario with those values (validated by
@@ -28,7 +29,9 @@ from qsim.scenario import Scenario
 
 __all__ = ["with_params", "param_value", "grid", "sweep", "parse_values", "replication_seeds", "run_points"]
 
-_COLLECTIONS = {"pools", "queues", "jobs"}
+_COLLECTIONS = {"pools", "queues", "jobs", "autoscalers"}
+#: The field that names an item of each collection (autoscalers are named by their pool).
+_NAMED_BY = {"autoscalers": "pool"}
 _INTEGER_FIELDS = {"workers", "concurrency", "concurrency_limit", "attempts", "max", "count", "size", "seed",
                    "max_stalled", "priority"}
 
@@ -45,7 +48,10 @@ def _replace(obj: Any, fields: Sequence[str], value: Any, path: str) -> Any:
             value = int(value)
         elif isinstance(current, float):
             value = float(value)
-        return dataclasses.replace(obj, **{name: value})
+        try:
+            return dataclasses.replace(obj, **{name: value})
+        except ValueError as e:  # a dataclass's own check (an autoscaler's parameters)
+            raise ScenarioError(f"--vary {path}: {e}") from None
     return dataclasses.replace(obj, **{name: _replace(getattr(obj, name), fields[1:], value, path)})
 
 
@@ -57,11 +63,12 @@ def with_params(scenario: Scenario, params: Mapping[str, Any]) -> Scenario:
             if len(parts) < 3:
                 raise ScenarioError(f"--vary {path}: expected {parts[0]}.<name>.<field>")
             items = getattr(scenario, parts[0])
-            names = [item.name for item in items]
+            key = _NAMED_BY.get(parts[0], "name")
+            names = [getattr(item, key) for item in items]
             if parts[1] not in names:
                 raise ScenarioError(f"--vary {path}: no {parts[0][:-1]} named {parts[1]!r} "
-                                    f"(defined: {', '.join(names)})")
-            new = tuple(_replace(it, parts[2:], value, path) if it.name == parts[1] else it for it in items)
+                                    f"(defined: {', '.join(names) or 'none'})")
+            new = tuple(_replace(it, parts[2:], value, path) if getattr(it, key) == parts[1] else it for it in items)
             changes: dict[str, Any] = {parts[0]: new}
             scenario = dataclasses.replace(scenario, **changes)
         else:
@@ -77,7 +84,7 @@ def param_value(scenario: Scenario, path: str) -> Any:
     if parts[0] in _COLLECTIONS:
         if len(parts) < 3:
             raise ScenarioError(f"{path}: expected {parts[0]}.<name>.<field>")
-        items = {item.name: item for item in getattr(scenario, parts[0])}
+        items = {getattr(item, _NAMED_BY.get(parts[0], "name")): item for item in getattr(scenario, parts[0])}
         if parts[1] not in items:
             raise ScenarioError(f"{path}: no {parts[0][:-1]} named {parts[1]!r} (defined: {', '.join(items)})")
         obj, parts = items[parts[1]], parts[2:]
@@ -142,12 +149,15 @@ def replication_seeds(seed: int, replications: int, *, start: int = 0) -> list[i
 
 def run_points(runner: Runner, scenario: Scenario, points: Sequence[Mapping[str, Any]], seeds: Sequence[int], *,
                max_jobs: int | None = None, first_part: bool = False,
-               done: Callable[[int], None] | None = None) -> list[list[RunResult]]:
+               done: Callable[[int], None] | None = None,
+               recommend: Mapping[str, Any] | None = None) -> list[list[RunResult]]:
     """Run every point with every seed on ``runner``; ``[point][seed]`` results.
 
-    Only the point's scenario (its values set) and a seed travel to the runner.
+    Only the point's scenario (its values set), a seed and the ``qsim`` autoscalers'
+    recommendation functions (``recommend``) travel to the runner.
     """
-    tasks = [Task(with_params(scenario, params), seed, max_jobs, first_part) for params in points for seed in seeds]
+    tasks = [Task(with_params(scenario, params), seed, max_jobs, first_part, recommend)
+             for params in points for seed in seeds]
     flat = runner.map(tasks, done)
     k = len(seeds)
     return [flat[i * k:(i + 1) * k] for i in range(len(points))]

@@ -6,6 +6,7 @@ module                    subcommands
 :mod:`qsim.cli.simulate`  ``simulate`` (the model), ``theory`` (closed forms)
 :mod:`qsim.cli.scenarios` ``scenarios`` (the built-in scenarios, one line each)
 :mod:`qsim.cli.plan`      ``plan`` (sweep the model against SLOs)
+:mod:`qsim.cli.autoscale` ``autoscale`` (autoscaling policies against an SLO; tune; emit)
 :mod:`qsim.cli.run`       ``run`` (the engine), ``compare`` (model beside engine; ``--check``)
 :mod:`qsim.cli.calibrate` ``calibrate`` (a scenario from measured jobs; the overhead probe)
 :mod:`qsim.cli.advise`    ``advise`` (live capacity advice for a running queue)
@@ -24,14 +25,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from qsim.cli import advise, calibrate, plan, run, scenarios, simulate, worker
+from qsim.cli import advise, autoscale, calibrate, plan, run, scenarios, simulate, worker
 from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, err
 from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable, ToleranceError
 
 __all__ = ["main", "build_parser"]
 
 #: Subcommand groups, in the order ``qsim --help`` lists them.
-COMMANDS = (simulate, scenarios, plan, run, calibrate, advise, worker)
+COMMANDS = (simulate, scenarios, plan, autoscale, run, calibrate, advise, worker)
 
 
 def build_parser() -> argparse.ArgumentParser:

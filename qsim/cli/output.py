@@ -37,6 +37,17 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     lines.append(f"{'queue':<24}{'completed':>10}{'dead':>10}{'max_depth':>10}{'p95 wait':>10}")
     for name, q in summary["by_queue"].items():
         lines.append(f"{name:<24}{q['completed']:>10}{q['dead']:>10}{q['max_depth']:>10}{fmt(q['wait']['p95']):>10}")
+    scaled = summary.get("autoscaling") or {}
+    if scaled:
+        lines.append("")
+        lines.append(f"{'autoscaler':<24}{'policy':>16}{'workers':>14}{'worker-h':>10}{'events':>8}{'flaps':>7}"
+                     f"{'cut jobs':>9}")
+        for pool, a in scaled.items():
+            w = a["workers"]
+            span = f"{w['min']}/{fmt(w['mean'])}/{w['max']}"
+            lines.append(f"{pool:<24}{a.get('policy', ''):>16}{span:>14}{fmt(a['worker_seconds'] / 3600):>10}"
+                         f"{a['scale_events']:>8}{a['flaps']:>7}{a['cut_jobs']:>9}")
+        lines.append("(workers: min/mean/max asked for; worker-h: processes' hours, cold starts and drains included)")
     return "\n".join(lines)
 
 
@@ -108,3 +119,9 @@ def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: Mapping[str, A
     plots.queue_depth(timeseries, title=f"{scenario.name}: queue depth").savefig(out / "queue_depth.png", dpi=100)
     plots.wait_distribution(jobs, warmup=scenario.warmup, title=f"{scenario.name}: wait time").savefig(
         out / "wait_distribution.png", dpi=100)
+    for pool in summary.get("autoscaling") or {}:
+        from qsim.analysis.scaleplots import autoscaling_plot
+
+        autoscaling_plot({f"{pool} ({summary['autoscaling'][pool].get('policy', '')})": summary}, pool,
+                         title=f"{scenario.name}: workers and p95 wait").savefig(out / f"autoscaling_{pool}.png",
+                                                                                 dpi=100)

@@ -17,9 +17,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from qsim.model import simulate
 
     scenario = load_scenario(args.scenario)
+    recommend = None
+    if any(a.policy == "qsim" or a.metric == "recommended_workers" for a in scenario.autoscalers):
+        from qsim.analysis.autoscale import advisors
+
+        recommend = advisors(scenario, scenario.seed if args.seed is None else args.seed)
     progress = Progress(f"simulate {scenario.name}")
     try:
-        result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress)
+        result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress, recommend=recommend)
     finally:
         progress.close()
     if args.out:
