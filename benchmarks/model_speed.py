@@ -48,13 +48,24 @@ round (the machine is shared and noisy), and the headline ratio is the
 median of the per-round ratios. Targets: >= 3x idiomatic with records on, in
 both scenarios.
 
+**An autoscaled day** (:func:`autoscaled_day`): a 24-hour rate profile (linear
+between hourly points, 5 to 34 jobs/s, a mean of 20.5 jobs/s: about 1.77
+million jobs) of exponential 0.5 s jobs on a pool that an ``hpa`` autoscaler
+scales on the queue's length (target 4 per worker, polls every 30 s, cold
+starts of 30 s, 2 to 60 workers): records off, end to end. Target: at most
+15 s on this kind of machine, so that ``qsim autoscale --tune`` with 5
+replications of a few dozen candidates takes minutes. It runs in the same
+rounds as the M/M/c model (records off) and the idiomatic SimPy model on
+``--baseline-jobs`` jobs, so its per-job speed is read against both whatever
+else the machine is doing.
+
 Then peak memory at ``--jobs / 10`` and ``--jobs`` jobs with records on and
 off (target: 10^6 M/M/c jobs with records on in <= 300 MB): records=False
 stays nearly flat (what remains O(jobs) is the drawn jobs and the job-table
 columns dispatch reads, see :mod:`qsim.model.recordless`).
 
 Usage: ``python benchmarks/model_speed.py [--jobs 1000000] [--runs 3] [--baseline-jobs N]
-[--only mmc|everything]`` (``--baseline-jobs`` runs the idiomatic models on
+[--only mmc|everything|day]`` (``--baseline-jobs`` runs the idiomatic models on
 fewer jobs, reported per job: their cost is linear in the number of jobs).
 """
 
@@ -296,6 +307,40 @@ def every_mechanism(n: int, nb: int, runs: int) -> None:
           f"{theirs['failed_attempts']}, mean wait {ours['wait']['mean']:.4f} s vs {theirs['mean_wait']:.4f} s")
 
 
+#: The day's rate at each hour (jobs/s), repeated every 24 h.
+DAY = (8, 6, 5, 5, 6, 8, 12, 18, 24, 28, 30, 32, 34, 32, 30, 28, 26, 26, 28, 30, 28, 22, 16, 10)
+
+
+def day_scenario() -> Scenario:
+    """24 h of the :data:`DAY` profile on an hpa-autoscaled pool (see the module docstring)."""
+    return Scenario.from_dict({
+        "name": "autoscaled-day", "duration": 86400.0, "queues": [{"name": "q"}],
+        "jobs": [{"name": "j", "queue": "q", "service": {"kind": "exponential", "mean": 0.5},
+                  "arrival": {"kind": "profile", "shape": "linear", "period": 86400.0,
+                              "points": [[h * 3600, r] for h, r in enumerate(DAY)]}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 10}],
+        "autoscalers": [{"pool": "p", "min": 2, "max": 60, "policy": "hpa", "metric": "list_length", "target": 4,
+                         "poll": 30.0, "start_delay": {"kind": "constant", "mean": 30.0}}]})
+
+
+def autoscaled_day(nb: int, runs: int) -> None:
+    day = day_scenario()
+    n = simulate(day, records=False).summary["jobs"]["arrived"]
+    big = scenario(n)
+    base_draws = draw_jobs(scenario(nb), max_jobs=nb)
+    nb = len(base_draws)
+    base = "idiomatic SimPy (process/job + Resource)"
+    race("An autoscaled day: 24 h profile, mean 20.5 jobs/s, hpa on list length", {
+        "qsim autoscaled day simulate(records=False)": (n, lambda: simulate(day, records=False).summary),
+        f"qsim M/M/{C} simulate(records=False)": (n, lambda: simulate(big, max_jobs=n, records=False).summary),
+        base: (nb, lambda: idiomatic(base_draws.time, base_draws.service)),
+    }, base, runs)
+    a = simulate(day, records=False).summary["autoscaling"]["p"]
+    print(f"the day: {n:,} jobs, {a['scale_events']} scale events, workers {a['workers']['min']}.."
+          f"{a['workers']['max']} (mean {a['workers']['mean']:.1f}), {a['worker_seconds'] / 3600:.0f} worker-hours; "
+          "target: the day in <= 15 s")
+
+
 def memory(n: int) -> None:
     small = max(n // 10, 1)
     print(f"\npeak memory (MB, tracemalloc) by number of jobs\n{'':<44}{small:>12}{n:>12}")
@@ -314,7 +359,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--baseline-jobs", type=int, default=None, help="idiomatic run size (default: --jobs)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", choices=("mmc", "everything"), default=None, help="one scenario only")
+    ap.add_argument("--only", choices=("mmc", "everything", "day"), default=None, help="one scenario only")
     ap.add_argument("--no-memory-scaling", action="store_true", help="skip the 10x memory comparison")
     a = ap.parse_args()
     n = a.jobs
@@ -323,6 +368,8 @@ def main() -> None:
         mmc(n, nb, a.runs)
     if a.only in (None, "everything"):
         every_mechanism(n, nb, a.runs)
+    if a.only in (None, "day"):
+        autoscaled_day(nb, a.runs)
     if not a.no_memory_scaling:
         memory(n)
 

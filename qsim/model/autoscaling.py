@@ -204,7 +204,7 @@ class Autoscaling:
         """The Summary's ``autoscaling`` section at the end of the run."""
         out: dict[str, Any] = {}
         for s in self.scalers:
-            procs = [w for w, p in enumerate(self.events.proc_pool) if p == s.pool.index]
+            procs = [w for w, p in enumerate(self.events.proc_pool) if p == s.pool.index]  # once, at the end
             entry = s.tally.section(now, [self.events.lifetimes[w] for w in procs])
             entry["cut_jobs"] = sum(int(r["jobs_cut_off"]) for r in self.events.drains if r["pool"] == s.pool.spec.name)
             entry["policy"] = s.spec.policy

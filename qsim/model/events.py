@@ -126,6 +126,8 @@ class PoolEvents:
         self.pool_index = {p.spec.name: p.index for p in ctx.pools}
         #: when each process was created and when it ended (inf: alive); 0 for the initial ones
         self.lifetimes: list[list[float]] = [[0.0, math.inf] for _ in self.state]
+        # per pool, its processes not yet signalled (pruned as they go: see alive())
+        self.members: list[list[int]] = [[w for w, q in enumerate(self.proc_pool) if q == p.index] for p in ctx.pools]
 
     def start(self) -> None:
         """Schedule the events and the initial stalled checkers."""
@@ -266,6 +268,7 @@ class PoolEvents:
         self.state.append(state)
         self.proc_start.append(now)
         self.lifetimes.append([now, math.inf])
+        self.members[pool.index].append(w)
         return w
 
     def _take_work(self, pool: Pool, new: list[int], now: float) -> None:
@@ -313,8 +316,10 @@ class PoolEvents:
 
     def alive(self, pool: Pool) -> tuple[list[int], list[int]]:
         """The pool's processes starting and running (oldest first)."""
-        mine = [w for w, p in enumerate(self.proc_pool) if p == pool.index]
-        return [w for w in mine if self.state[w] == STARTING], [w for w in mine if self.state[w] == RUNNING]
+        state = self.state
+        mine = self.members[pool.index]
+        mine[:] = [w for w in mine if state[w] == STARTING or state[w] == RUNNING]  # a signalled one never returns
+        return [w for w in mine if state[w] == STARTING], [w for w in mine if state[w] == RUNNING]
 
     def stop(self, pool: Pool, count: int, now: float, grace: float) -> tuple[int, int]:
         """Stop ``count`` of the pool's processes: starting ones first, then the newest running (SIGTERM,
