@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"%(asctime)s {a.worker_id} %(levelname)s %(name)s: %(message)s")
 
     async def run() -> int:
+        wait = a.take_work_at - time.time()
+        if wait > 0:  # a cold start: no work before then (a SIGTERM meanwhile ends the process)
+            await asyncio.sleep(wait)
         worker = Worker(list(a.queues) if len(a.queues) > 1 else a.queues[0], make_synthetic(),
                         redis=a.redis, prefix=a.prefix, policy=a.policy, weights=dict(a.weights),
                         concurrency=a.concurrency, lock_duration=a.lock_duration,

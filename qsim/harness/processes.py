@@ -73,16 +73,19 @@ class WorkerSettings:
     stalled_interval: float = field(default=30.0, metadata=_help("seconds between stalled checks"))
     max_stalled: int = field(default=1, metadata=_help("stalls before a job is failed"))
     grace: float = field(default=30.0, metadata=_help("seconds to drain active jobs after SIGTERM"))
+    take_work_at: float = field(default=0.0, metadata=_help("Unix time before which the process takes no work "
+                                                            "(its cold start; 0: at once)"))
 
     @classmethod
     def for_pool(cls, scenario: Scenario, pool: str, *, redis: str, prefix: str, worker_id: str, ready_key: str,
-                 grace: float) -> WorkerSettings:
+                 grace: float, take_work_at: float = 0.0) -> WorkerSettings:
         """The settings of one process of ``scenario``'s pool ``pool``."""
         spec, eng = scenario.pool(pool), scenario.engine
         return cls(redis=redis, prefix=prefix, queues=tuple(spec.queues), concurrency=spec.concurrency,
                    worker_id=worker_id, ready_key=ready_key, policy=spec.policy,
                    weights={q: int(spec.weight(q)) for q in spec.queues}, lock_duration=eng.lock_duration,
-                   stalled_interval=eng.stalled_interval, max_stalled=eng.max_stalled, grace=grace)
+                   stalled_interval=eng.stalled_interval, max_stalled=eng.max_stalled, grace=grace,
+                   take_work_at=take_work_at)
 
     @staticmethod
     def _flag(name: str) -> str:
@@ -157,20 +160,28 @@ class WorkerProcesses:
         self._next: dict[str, int] = {}
 
     def grace(self, pool: str) -> float:
-        """Seconds a process of ``pool`` may drain after SIGTERM: the longest grace of the
-        pool's ``sigterm`` events, else ``default_grace``."""
+        """Seconds a process of ``pool`` may drain after SIGTERM: its autoscaler's grace, else the longest
+        grace of the pool's ``sigterm`` events, else ``default_grace``."""
+        scaler = self.scenario.autoscaler(pool)
+        if scaler is not None:
+            return scaler.grace
         graces = [e.grace for e in self.scenario.events if e.pool == pool and e.kind == "sigterm"]
         return max(graces) if graces else self.default_grace
 
-    def start(self, pool: str, count: int) -> list[str]:
-        """Start ``count`` processes of ``pool``; their ids (``<pool>-<n>``, numbered on per pool)."""
+    def start(self, pool: str, count: int, *, ready_key: str | None = None, take_work_at: float = 0.0) -> list[str]:
+        """Start ``count`` processes of ``pool``; their ids (``<pool>-<n>``, numbered on per pool).
+
+        ``ready_key``: the list they report to (default: the manager's); ``take_work_at``: the
+        Unix time before which they take no work (a cold start; 0: at once).
+        """
         ids = []
         for _ in range(count):
             n = self._next.get(pool, 0)
             self._next[pool] = n + 1
             wid = f"{pool}-{n}"
             settings = WorkerSettings.for_pool(self.scenario, pool, redis=self.redis_url, prefix=self.prefix,
-                                               worker_id=wid, ready_key=self.ready_key, grace=self.grace(pool))
+                                               worker_id=wid, ready_key=ready_key or self.ready_key,
+                                               grace=self.grace(pool), take_work_at=take_work_at)
             with (self.logdir / f"{wid}.log").open("wb") as log:
                 self.procs[wid] = subprocess.Popen(settings.argv(), stdout=log, stderr=subprocess.STDOUT,
                                                    start_new_session=True)
@@ -218,6 +229,13 @@ class WorkerProcesses:
         """The processes of ``pool`` that run and were not signalled, oldest first."""
         return [w for w, p in self.procs.items()
                 if self.pool_of[w] == pool and p.poll() is None and w not in self._signalled]
+
+    def send(self, wid: str, sig: signal.Signals) -> None:
+        """Send ``sig`` to process ``wid`` (if it still runs); it counts as signalled."""
+        proc = self.procs[wid]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        self._signalled.add(wid)
 
     def signal(self, pool: str, count: int, sig: signal.Signals) -> list[str]:
         """Send ``sig`` to the ``count`` oldest live processes of ``pool``; their ids."""

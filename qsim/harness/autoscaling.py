@@ -1,0 +1,244 @@
+"""Autoscalers on the real engine: the model's controllers driving real worker processes.
+
+:class:`EngineAutoscaler` runs one ``[[autoscalers]]`` table during an engine
+run (:mod:`qsim.harness.run`) with the very controller code the model uses
+(:mod:`qsim.autoscale`). Every ``poll`` seconds from the run's start it reads
+the real queue's metrics from Redis — what a KEDA/Prometheus setup sees:
+
+- ``list_length`` and ``oldest_age``: the engine's own queue gauges
+  (:class:`qsim.engine.metrics.QueueCollector`: ``qsim_queue_jobs{state="waiting"}``
+  and ``qsim_queue_oldest_waiting_age_seconds``, summed / maxed over the
+  pool's queues);
+- only when the policy reads them, the p95 wait of the jobs that started in
+  the last ``window`` seconds, their arrival rate and the run times of the
+  attempts that ended in it, from the jobs' records in Redis
+  (:meth:`qsim.engine.AsyncQueue.job_records`: fine for a harness run's few
+  thousand jobs, not for a production queue);
+
+and acts on :class:`~qsim.harness.processes.WorkerProcesses` as a deployment
+controller would: a scale-up spawns processes at once, each taking work only
+after its cold start (the pool's ``"start_delay"`` stream,
+:class:`~qsim.workload.StartDelays`, as in the model: the process waits for
+that moment before its first fetch); a scale-down stops processes still
+starting first (SIGTERM before their first fetch: they just exit), then the
+newest running ones with SIGTERM and the autoscaler's ``grace`` (the
+worker drains, then hands back what still runs). Times are seconds since the
+run's start on the event loop's clock.
+
+:meth:`EngineAutoscaler.section` is the Summary's ``autoscaling`` entry, built
+by the same :class:`~qsim.autoscale.tally.Tally` as the model's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import signal
+import time
+from typing import Any
+
+from qsim.autoscale.build import controller, metric_window
+from qsim.autoscale.hpa import Recommend
+from qsim.autoscale.observe import Observation, WindowStats
+from qsim.autoscale.tally import Tally
+from qsim.engine import AsyncQueue
+from qsim.engine.keys import QueueKeys
+from qsim.engine.metrics import QueueCollector
+from qsim.harness.processes import WorkerProcesses
+from qsim.scenario import AutoscalerSpec, Scenario
+from qsim.workload import StartDelays
+
+__all__ = ["EngineAutoscaler", "queue_gauges"]
+
+logger = logging.getLogger(__name__)
+
+
+def queue_gauges(collector: QueueCollector) -> tuple[int, float]:
+    """Waiting jobs (summed) and the oldest waiting job's age (the largest) of the collector's queues."""
+    waiting, oldest = 0, 0.0
+    for family in collector.collect():
+        for sample in family.samples:
+            if sample.name == "qsim_queue_jobs" and sample.labels.get("state") == "waiting":
+                waiting += int(sample.value)
+            elif sample.name == "qsim_queue_oldest_waiting_age_seconds":
+                oldest = max(oldest, float(sample.value))
+    return waiting, oldest
+
+
+class EngineAutoscaler:
+    """One autoscaled pool of an engine run (see the module docstring).
+
+    Args:
+        scenario, spec: the run's scenario and the pool's autoscaler.
+        pools: the run's worker processes.
+        url, prefix: the run's Redis and key prefix.
+        seed: the run's seed (the cold starts' stream).
+        loop_t0: the event loop's time at the run's start (arrivals count from it).
+        recommend: ``qsim advise``'s recommendation, for policies that scale on it.
+    """
+
+    def __init__(self, scenario: Scenario, spec: AutoscalerSpec, pools: WorkerProcesses, *, url: str, prefix: str,
+                 seed: int, loop_t0: float, recommend: Recommend | None = None) -> None:
+        self.scenario, self.spec, self.pools = scenario, spec, pools
+        pool = scenario.pool(spec.pool)
+        self.control = controller(spec, pool, recommend=recommend)
+        self.needs = self.control.needs
+        self.delays = StartDelays(spec, seed)
+        self.window = WindowStats(metric_window(spec))
+        self.tally = Tally(workers=pool.workers, end=scenario.duration, flap_window=spec.flap_window)
+        self.loop_t0 = loop_t0
+        self.ready_key = f"{prefix}:harness:ready:{spec.pool}"
+        self.collector = QueueCollector(url, [QueueKeys(q, prefix=prefix) for q in pool.queues])
+        self.queues = [AsyncQueue(q, redis=url, prefix=prefix) for q in pool.queues]
+        self.url = url
+        now = 0.0
+        self.created: dict[str, float] = {w: now for w in pools.alive(spec.pool)}
+        self.ended: dict[str, float] = {}
+        self.ready: set[str] = set(self.created)
+        self.starting: dict[str, float] = {}  # id -> when it takes work
+        self.steps: list[tuple[float, int]] = [(0.0, len(self.ready))]  # processes taking work (Records.workers)
+        self._waiters: list[asyncio.Task[None]] = []
+        self._client: Any = None
+
+    def now(self) -> float:
+        """Seconds since the run's start."""
+        return asyncio.get_running_loop().time() - self.loop_t0
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        """Poll every ``poll`` seconds until cancelled."""
+        import redis.asyncio
+
+        self._client = redis.asyncio.Redis.from_url(self.url)
+        k = 0
+        try:
+            while True:
+                delay = self.loop_t0 + k * self.spec.poll - asyncio.get_running_loop().time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await self.poll()
+                k += 1
+        finally:
+            await self._client.aclose()
+            for q in self.queues:
+                await q.close()
+
+    async def _collect_ready(self) -> None:
+        while True:
+            got = await self._client.lpop(self.ready_key)
+            if got is None:
+                return
+            wid = got.decode() if isinstance(got, bytes) else str(got)
+            if wid in self.starting:
+                del self.starting[wid]
+                self.ready.add(wid)
+                t = self.now()
+                self._step(t, +1)
+                self.tally.readied(t, 1)
+
+    def _step(self, t: float, delta: int) -> None:
+        self.steps.append((t, self.steps[-1][1] + delta))
+
+    async def poll(self) -> None:
+        """One decision: read the metrics, ask the controller, start or stop processes."""
+        await self._collect_ready()
+        now = self.now()
+        live = [w for w in self.ready if w not in self.ended]
+        before = len(live) + len(self.starting)
+        obs = await self.observe(now, before, len(live))
+        after = self.control.decide(obs)
+        self.tally.polled(now, before, after)
+        if after > before:
+            self.scale_up(after - before, now)
+        elif after < before:
+            self.scale_down(before - after, now)
+
+    async def observe(self, now: float, workers: int, ready: int) -> Observation:
+        """What the controller sees now (only the metrics it reads beyond the queue gauges are fetched)."""
+        waiting, oldest = await asyncio.to_thread(queue_gauges, self.collector)
+        rate = mean = cv = p95 = None
+        if self.needs & {"p95_wait", "service", "arrival_rate"}:
+            await self._read_window(now)
+            if "p95_wait" in self.needs:
+                p95 = self.window.p95_wait(now)
+            if "arrival_rate" in self.needs:
+                rate = self.window.arrival_rate(now, since=0.0)
+            measured = self.window.service(now) if "service" in self.needs else None
+            if measured is not None:
+                mean, cv = measured
+        return Observation(now=now, workers=workers, ready=ready, list_length=waiting, oldest_age=oldest,
+                           p95_wait=p95, arrival_rate=rate, mean_service=mean, service_cv=cv)
+
+    async def _read_window(self, now: float) -> None:
+        """Refill the window from the jobs' records (Redis's clock, relative to the run's start)."""
+        sec, usec = await self._client.time()
+        offset = (float(sec) + float(usec) / 1e6) - now  # Redis time at the run's start, as this loop sees it
+        window = WindowStats(self.window.window)
+        for q in self.queues:
+            for info in await q.job_records():
+                if info.enqueued_at is not None:
+                    window.arrived(info.enqueued_at - offset)
+                if info.started_at is not None and info.enqueued_at is not None:
+                    window.started(info.started_at - offset, info.started_at - info.enqueued_at)
+                for a in info.attempts:
+                    window.ended(a.end - offset, a.end - a.start)
+        self.window = window
+
+    # ------------------------------------------------------------------ acting
+
+    def scale_up(self, count: int, now: float) -> None:
+        """Spawn ``count`` processes now, each taking work after its cold start."""
+        delays = self.delays.take(count)
+        wall = time.time()
+        for delay in delays:
+            (wid,) = self.pools.start(self.spec.pool, 1, ready_key=self.ready_key, take_work_at=wall + delay)
+            self.created[wid] = now
+            self.starting[wid] = now + delay
+        logger.info("t=%.2f autoscaler %s: +%d (cold starts %s)", now, self.spec.pool, count,
+                    ", ".join(f"{d:.2f}" for d in delays))
+
+    def scale_down(self, count: int, now: float) -> None:
+        """Stop ``count`` processes: those still starting first (newest first), then the newest running."""
+        starting = sorted(self.starting, key=lambda w: (self.created[w], w), reverse=True)[:count]
+        running = sorted((w for w in self.ready if w not in self.ended), key=lambda w: (self.created[w], w),
+                         reverse=True)[:count - len(starting)]
+        for wid in starting:
+            del self.starting[wid]
+        for wid in starting + running:
+            self.pools.send(wid, signal.SIGTERM)
+            self._waiters.append(asyncio.create_task(self._exit(wid)))
+        for wid in running:
+            self.ready.discard(wid)
+            self.ended.setdefault(wid, math.inf)
+        if running:
+            self._step(now, -len(running))
+            self.tally.readied(now, -len(running))
+        logger.info("t=%.2f autoscaler %s: -%d (%d starting, %d running: SIGTERM, grace %g s)", now,
+                    self.spec.pool, count, len(starting), len(running), self.spec.grace)
+
+    async def _exit(self, wid: str) -> None:
+        await asyncio.to_thread(self.pools.procs[wid].wait)
+        self.ended[wid] = self.now()
+
+    # ------------------------------------------------------------------ results
+
+    async def finish(self) -> None:
+        """Wait for the processes it stopped to exit (their grace at most)."""
+        if self._waiters:
+            await asyncio.wait(self._waiters, timeout=self.spec.grace + 10.0)
+
+    def section(self, end: float, attempts: Any = None) -> dict[str, Any]:
+        """The Summary's ``autoscaling`` entry (``attempts``: the run's attempts frame, for the cut jobs)."""
+        lifetimes = [(self.created[w], self.ended.get(w, math.inf)) for w in self.created]
+        out = self.tally.section(end, lifetimes)
+        cut = 0
+        if attempts is not None and len(attempts):
+            mine = attempts["worker"].astype(str).str.startswith(f"{self.spec.pool}-")
+            cut = int(((attempts["result"] == "cutoff") & mine).sum())
+        out["cut_jobs"] = cut
+        out["policy"] = self.spec.policy
+        used = self.delays.drawn[:self.delays.used]
+        out["start_delays"] = {"drawn": self.delays.used, "mean": sum(used) / len(used) if used else None}
+        return out
