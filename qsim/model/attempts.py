@@ -43,6 +43,8 @@ class AttemptLog:
         self.start = array("d")
         self.end = array("d")
         self.result = array("b")
+        #: per slot: the row of the attempt running (or last run) on it; the mechanisms finish it
+        self.row_of: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.job)

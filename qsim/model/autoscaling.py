@@ -9,11 +9,12 @@ read at that moment, never the run's future:
 - ``workers``: the pool's processes running or starting; ``ready``: running;
 - ``list_length``: jobs waiting in the pool's queues; ``oldest_age``: ``now``
   minus the earliest enqueue among them;
-- over the last ``window`` seconds (measured only when the policy reads them):
-  the p95 of the waits (``start - enqueued``) of the attempts that started on
-  the pool's queues, the arrival rate of the pool's queues' drawn jobs, and the
-  mean and cv of the run times of the attempts that *ended* (an attempt's run
-  time is counted once its end has passed).
+- over the last ``window`` seconds (measured only when the policy reads them,
+  from the run's attempt log as it grows): the p95 of the waits (first
+  attempt's start minus enqueue) of the jobs that started on the pool's
+  queues, the arrival rate of the pool's queues' drawn jobs, and the mean and
+  cv of the run times of the attempts that *ended* (end minus start, as the
+  engine logs them).
 
 A decision above the current count creates processes at once; each takes
 work after its cold start, drawn from the pool's ``start_delay`` (the
@@ -23,67 +24,69 @@ still starting first, then the newest running with a SIGTERM and the
 autoscaler's ``grace``, exactly as a ``sigterm`` event: jobs still running at
 the deadline are cut off, counted, and handed back).
 
-The run's Summary gains ``autoscaling``: per pool, the
-:class:`~qsim.autoscale.tally.Tally` section (worker-seconds over
-``[0, duration]``, scale events, flaps, cut jobs, the workers over time).
+:class:`AutoscaledPools` is the run's :class:`~qsim.model.hooks.PoolHooks`
+when the scenario has autoscalers: the pool events (:class:`PoolEvents`, which
+do the starting and stopping) and the autoscalers driving them. The Summary
+gains ``autoscaling``: per pool, the :class:`~qsim.autoscale.tally.Tally`
+section (worker-seconds over ``[0, duration]``, scale events, flaps, cut
+jobs, the workers over time).
 """
 
 from __future__ import annotations
 
-import heapq
-from array import array
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import numpy as np
-import simpy
+import pandas as pd
 from simpy.events import Event, Timeout
 
 from qsim.autoscale.build import controller, metric_window, needs_advice
 from qsim.autoscale.hpa import Recommend
 from qsim.autoscale.observe import Observation, WindowStats
 from qsim.autoscale.tally import Tally
-from qsim.model.core import Recorder
+from qsim.model.attempts import AttemptLog
+from qsim.model.context import PoolContext
 from qsim.model.dispatch import Pool
 from qsim.model.events import PoolEvents
 from qsim.model.queues import Queues
-from qsim.model.state import JobTable
 from qsim.scenario import AutoscalerSpec, Scenario
 from qsim.workload import StartDelays
 
-__all__ = ["Autoscaling", "Recommenders", "ScaleContext", "Watched"]
+__all__ = ["AutoscaledPools", "Autoscaling", "Recommenders", "ScaleContext", "extra_horizon"]
 
 #: Per autoscaled pool (by name), the function giving ``qsim advise``'s recommendation for an observation.
 Recommenders = Mapping[str, Recommend]
 
 
-class ScaleContext(Protocol):
-    """What the autoscalers read of a run: the clock, the jobs, the pools' waiting lines, each job's hold."""
+class ScaleContext(PoolContext, Protocol):
+    """What the autoscalers read of a run besides the pools: its end and the waiting lines."""
 
     @property
-    def env(self) -> simpy.Environment: ...
+    def done(self) -> Event:
+        """Triggered when the run ends."""
 
     @property
-    def done(self) -> Event: ...
+    def queues(self) -> Queues:
+        """The waiting lines (a lane's heap holds its waiting jobs)."""
 
-    @property
-    def jobs(self) -> JobTable: ...
 
-    @property
-    def pools(self) -> Sequence[Pool]: ...
-
-    @property
-    def queues(self) -> Queues: ...
-
-    @property
-    def hold(self) -> array[float]: ...
+def extra_horizon(scenario: Scenario) -> float:
+    """Time a run may need beyond its horizon for the autoscalers to bring workers back after idling."""
+    extra = 0.0
+    for a in scenario.autoscalers:
+        p = a.params()
+        extra += (a.poll + a.grace + 50 * a.start_delay.mean + float(p.get("cooldown") or 0.0)
+                  + float(p.get("scale_down_stabilization") or 0.0) + float(p.get("down_delay") or 0.0) + 1.0)
+    return extra
 
 
 class _Scaler:
     """One autoscaled pool: its controller, cold starts, window and tally."""
 
     def __init__(self, spec: AutoscalerSpec, pool: Pool, scenario: Scenario, seed: int,
-                 recommend: Recommend | None, jobs: JobTable) -> None:
+                 recommend: Recommend | None, ctx: ScaleContext) -> None:
         self.spec, self.pool = spec, pool
         self.control = controller(spec, pool.spec, recommend=recommend)
         self.needs = self.control.needs
@@ -91,97 +94,112 @@ class _Scaler:
         self.window = WindowStats(metric_window(spec))
         self.tally = Tally(workers=pool.spec.workers, end=scenario.duration, flap_window=spec.flap_window)
         self.lanes = frozenset(pool.queues)
-        self.pending: list[tuple[float, float]] = []  # (end, run time) of attempts started, not yet ended
         self.arrivals: np.ndarray | None = None
         if "arrival_rate" in self.needs:
-            served = {scenario.queue(q).name for q in pool.spec.queues}
+            jobs = ctx.jobs
+            served = set(pool.spec.queues)
             types = np.asarray([j.queue in served for j in scenario.jobs], dtype=bool)
-            enqueued = np.asarray(jobs.enqueued[:jobs.n], dtype=np.float64)
             kinds = np.asarray(jobs.type[:jobs.n], dtype=np.int64)
-            self.arrivals = np.sort(enqueued[types[kinds]]) if jobs.n else np.zeros(0)
+            self.arrivals = np.sort(np.asarray(jobs.enqueued[:jobs.n], dtype=np.float64)[types[kinds]]) \
+                if jobs.n else np.zeros(0)
 
 
 class Autoscaling:
     """The scenario's autoscalers during one run (see the module docstring).
 
     Args:
-        core: the run (clock, jobs, waiting lines, holds).
-        events: the run's pool processes (they start and stop them).
+        ctx: the run (clock, jobs, pools, waiting lines).
+        events: the pool processes they start and stop.
+        log: the run's attempt log (the waits and run times of the window).
         recommend: per pool, ``qsim advise``'s recommendation (for ``qsim`` policies).
+
+    Raises:
+        ValueError: a policy scales on the recommendation and ``recommend`` has none for its pool.
     """
 
-    def __init__(self, core: ScaleContext, events: PoolEvents, scenario: Scenario, seed: int,
+    def __init__(self, ctx: ScaleContext, events: PoolEvents, log: AttemptLog, scenario: Scenario, seed: int,
                  recommend: Recommenders | None = None) -> None:
-        self.core, self.events, self.scenario = core, events, scenario
-        self.jobs: JobTable = core.jobs
-        by_name = {p.spec.name: p for p in core.pools}
-        self.scalers = []
+        self.ctx, self.events, self.log, self.scenario = ctx, events, log, scenario
+        by_name = {p.spec.name: p for p in ctx.pools}
+        self.scalers: list[_Scaler] = []
         for spec in scenario.autoscalers:
             rec = (recommend or {}).get(spec.pool)
             if needs_advice(spec) and rec is None:
                 raise ValueError(f"the {spec.policy} autoscaler of pool {spec.pool!r} needs qsim advise's "
                                  "recommendation: simulate(..., recommend={pool: LoadAdvisor(...)}) "
                                  "(qsim.advise.load), as qsim simulate and qsim autoscale do")
-            self.scalers.append(_Scaler(spec, by_name[spec.pool], scenario, seed, rec, self.jobs))
-        self.watch_starts = any(s.needs & {"p95_wait", "service"} for s in self.scalers)
-
-    # ------------------------------------------------------------------ the run
+            self.scalers.append(_Scaler(spec, by_name[spec.pool], scenario, seed, rec, ctx))
+        self.read_log = any(s.needs & {"p95_wait", "service"} for s in self.scalers)
+        self._row = 0  # the first attempt-log row not read yet
+        self._open: list[int] = []  # rows read whose attempt had not ended then
 
     def start(self) -> None:
         """Schedule every autoscaler's first poll, at 0."""
         for scaler in self.scalers:
-            Timeout(self.core.env, 0.0, scaler).callbacks.append(self._poll)
+            Timeout(self.ctx.env, 0.0, scaler).callbacks.append(self._poll)
 
-    def started(self, job: int, q: int, slot: int, now: float) -> None:
-        """An attempt started (the recorder's hook): its wait and, later, its run time count."""
-        for s in self.scalers:
-            if q in s.lanes:
-                if "p95_wait" in s.needs:
-                    s.window.started(now, now - self.jobs.enqueued[job])
-                if "service" in s.needs:
-                    run = self.core.hold[job]
-                    heapq.heappush(s.pending, (now + run, run))
+    # ------------------------------------------------------------------ the polls
 
     def _poll(self, event: Event) -> None:
         s = cast(_Scaler, event.value)
-        core = self.core
-        if core.done.triggered:
+        ctx = self.ctx
+        if ctx.done.triggered:
             return
-        now = core.env.now
+        now = ctx.env.now
         starting, running = self.events.alive(s.pool)
         before = len(starting) + len(running)
+        if self.read_log:
+            self._read_log(now)
         after = s.control.decide(self.observe(s, now, before, len(running)))
         s.tally.polled(now, before, after)
         if after > before:
             self.events.launch(s.pool, s.delays.take(after - before), now, ready=self._ready_hook(s))
         elif after < before:
-            cancelled, stopped = self.events.stop(s.pool, before - after, now, s.spec.grace)
-            if cancelled or stopped:
+            _, stopped = self.events.stop(s.pool, before - after, now, s.spec.grace)
+            if stopped:
                 s.tally.readied(now, -stopped)
-        Timeout(core.env, s.spec.poll, s).callbacks.append(self._poll)
+        Timeout(ctx.env, s.spec.poll, s).callbacks.append(self._poll)
 
-    def _ready_hook(self, s: _Scaler) -> Callable[[int, float], None]:
+    @staticmethod
+    def _ready_hook(s: _Scaler) -> Callable[[int, float], None]:
         return lambda w, now: s.tally.readied(now, 1)
+
+    def _read_log(self, now: float) -> None:
+        """Feed the windows the attempts started since the last poll and those that ended by now."""
+        log, ctx = self.log, self.ctx
+        enqueued = ctx.jobs.enqueued
+        rows = range(self._row, len(log))
+        self._row = len(log)
+        still: list[int] = []
+        for row in [*self._open, *rows]:
+            lane = ctx.lane(log.job[row])
+            new = row >= rows.start
+            for s in self.scalers:
+                if lane not in s.lanes:
+                    continue
+                if new and log.number[row] == 1 and "p95_wait" in s.needs:
+                    s.window.started(log.start[row], log.start[row] - enqueued[log.job[row]])
+                if "service" in s.needs and not math.isnan(log.end[row]) and log.end[row] <= now:
+                    s.window.ended(log.end[row], log.end[row] - log.start[row])
+            if math.isnan(log.end[row]) or log.end[row] > now:
+                still.append(row)
+        self._open = still
 
     def observe(self, s: _Scaler, now: float, workers: int, ready: int) -> Observation:
         """What the controller of ``s`` sees now (only the metrics it reads are measured)."""
-        heaps = self.core.queues.heaps
+        heaps = self.ctx.queues.heaps
         length = sum(len(heaps[q]) for q in s.pool.queues)
         oldest = 0.0
         if "oldest_age" in s.needs and length:
-            enqueued = self.jobs.enqueued
-            first = min(enqueued[job] for q in s.pool.queues for _, _, job in heaps[q])
-            oldest = max(0.0, now - first)
+            enqueued = self.ctx.jobs.enqueued
+            oldest = max(0.0, now - min(enqueued[job] for q in s.pool.queues for _, _, job in heaps[q]))
         rate = mean = cv = None
-        if "arrival_rate" in s.needs and s.arrivals is not None:
+        if s.arrivals is not None:
             span = min(s.window.window, now)
-            n = int(np.searchsorted(s.arrivals, now, side="right") -
-                    np.searchsorted(s.arrivals, now - s.window.window, side="right"))
+            n = int(np.searchsorted(s.arrivals, now, side="right")
+                    - np.searchsorted(s.arrivals, now - s.window.window, side="right"))
             rate = n / span if span > 0 else 0.0
         if "service" in s.needs:
-            while s.pending and s.pending[0][0] <= now:
-                end, run = heapq.heappop(s.pending)
-                s.window.ended(end, run)
             measured = s.window.service(now)
             if measured is not None:
                 mean, cv = measured
@@ -191,46 +209,49 @@ class Autoscaling:
 
     # ------------------------------------------------------------------ results
 
-    def horizon(self) -> float:
-        """Extra time a run may need for the autoscalers to bring workers back (added to its horizon)."""
-        extra = 0.0
-        for a in self.scenario.autoscalers:
-            p = a.params()
-            extra += a.poll + a.grace + 50 * a.start_delay.mean + float(p.get("cooldown") or 0.0) + \
-                float(p.get("scale_down_stabilization") or 0.0) + float(p.get("down_delay") or 0.0) + 1.0
-        return extra
-
     def section(self, now: float) -> dict[str, Any]:
         """The Summary's ``autoscaling`` section at the end of the run."""
         out: dict[str, Any] = {}
         for s in self.scalers:
             procs = [w for w, p in enumerate(self.events.proc_pool) if p == s.pool.index]  # once, at the end
             entry = s.tally.section(now, [self.events.lifetimes[w] for w in procs])
-            entry["cut_jobs"] = sum(int(r["jobs_cut_off"]) for r in self.events.drains if r["pool"] == s.pool.spec.name)
+            entry["cut_jobs"] = sum(int(r["jobs_cut_off"]) for r in self.events.drains
+                                    if r["pool"] == s.pool.spec.name)
             entry["policy"] = s.spec.policy
-            entry["start_delays"] = {"drawn": s.delays.used,
-                                     "mean": float(np.mean(s.delays.drawn[:s.delays.used])) if s.delays.used
-                                     else None}
+            used = s.delays.drawn[:s.delays.used]
+            entry["start_delays"] = {"drawn": s.delays.used, "mean": float(np.mean(used)) if used else None}
             out[s.pool.spec.name] = entry
         return out
 
 
-class Watched:
-    """A recorder that also tells the autoscalers of every attempt's start (their p95 and run times)."""
+class AutoscaledPools:
+    """The run's pool hooks with autoscalers: :class:`PoolEvents` and the :class:`Autoscaling` driving them."""
 
-    def __init__(self, inner: Recorder, hook: Callable[[int, int, int, float], None]) -> None:
-        self.inner, self.hook = inner, hook
-        self.queued, self.every = inner.queued, inner.every
+    def __init__(self, ctx: ScaleContext, *, log: AttemptLog, scenario: Scenario, seed: int,
+                 recommend: Recommenders | None = None) -> None:
+        self.events = PoolEvents(ctx, log, scenario)
+        self.autoscaling = Autoscaling(ctx, self.events, log, scenario, seed, recommend)
+        self.retired = self.events.retired
+        self.ctx = ctx
 
-    def started(self, job: int, q: int, slot: int, now: float) -> None:
-        self.inner.started(job, q, slot, now)
-        self.hook(job, q, slot, now)
+    @property
+    def slot_steps(self) -> Sequence[tuple[float, int]]:
+        """``(time, slots)`` at each change of the slot count."""
+        return self.events.slot_steps
 
-    def completed(self, job: int, slot: int, now: float) -> None:
-        self.inner.completed(job, slot, now)
+    def start(self) -> None:
+        """The run starts: the pool events and the autoscalers' first polls."""
+        self.events.start()
+        self.autoscaling.start()
 
-    def settled(self, job: int, outcome: int, now: float) -> None:
-        self.inner.settled(job, outcome, now)
+    def slot_done(self, slot: int, now: float) -> None:
+        """An attempt ended on a retired slot."""
+        self.events.slot_done(slot, now)
 
-    def tick(self) -> None:
-        self.inner.tick()
+    def frame(self) -> pd.DataFrame:
+        """``records.extra["drains"]``."""
+        return self.events.frame()
+
+    def section(self) -> dict[str, Any]:
+        """The Summary's ``autoscaling`` section (at the run's end)."""
+        return self.autoscaling.section(self.ctx.env.now)
