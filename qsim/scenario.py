@@ -10,6 +10,8 @@ A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
 
 Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
 qsim extends it with ``description`` (one line: what the scenario shows),
+``window`` (the length in seconds of the Summary's windows, :mod:`qsim.windows`; at most
+``duration - warmup``; 60 when left out),
 ``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``,
 rate profiles (``arrival = {kind = "profile", points = [[t, rate], ...], shape, period, scale}``,
 and a ``burst`` with ``points`` instead of ``rate``) and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
@@ -45,6 +47,7 @@ from qsim.scenario_autoscale import (
     default_metric_type,
     owner,
 )
+from qsim.windows import DEFAULT_WINDOW
 
 __all__ = [
     "Scenario",
@@ -201,6 +204,7 @@ class Scenario:
     description: str | None = None  # one line: what the scenario shows (`qsim scenarios` lists it)
     seed: int = 0
     warmup: float = 0.0
+    window: float | None = None  # length of the Summary's windows (s); None: qsim.windows.DEFAULT_WINDOW
     events: tuple[EventSpec, ...] = ()
     autoscalers: tuple[AutoscalerSpec, ...] = ()
     engine: EngineSettings = field(default_factory=EngineSettings)
@@ -224,6 +228,11 @@ class Scenario:
     def autoscaler(self, pool: str) -> AutoscalerSpec | None:
         """The autoscaler of pool ``pool`` (None when it has none)."""
         return next((a for a in self.autoscalers if a.pool == pool), None)
+
+    @property
+    def window_length(self) -> float:
+        """The length of the Summary's windows: ``window``, else :data:`qsim.windows.DEFAULT_WINDOW`."""
+        return self.window if self.window is not None else DEFAULT_WINDOW
 
     @property
     def slots(self) -> int:
@@ -415,8 +424,8 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "autoscalers",
-             "engine")
+_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "window", "queues", "jobs", "pools", "events",
+             "autoscalers", "engine")
 _QUEUE_KEYS = ("name", "rate_limit", "concurrency_limit", "aging")
 _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "poison_prob", "attempts",
              "backoff", "timeout", "fan_out", "flow", "data")
@@ -446,6 +455,7 @@ def _parse_scenario(raw: Mapping[str, Any], where: _Where, source: Path | None) 
         seed=top.integer("seed", 0, low=0),
         duration=duration,
         warmup=warmup,
+        window=top.number("window", low=0, strict_low=True) if top.has("window") else None,
         queues=tuple(_parse_queue(t) for t in top.array_of_tables("queues", _QUEUE_KEYS)),
         jobs=tuple(_parse_job(t) for t in top.array_of_tables("jobs", _JOB_KEYS)),
         pools=tuple(_parse_pool(t) for t in top.array_of_tables("pools", _POOL_KEYS)),
@@ -762,6 +772,16 @@ def _unknown(where: _Where, key: str, what: str, name: str, known: list[str]) ->
     return where.error(key, f"names no {what}: {name!r}{also}")
 
 
+def _check_window(s: Scenario, where: _Where) -> None:
+    """A window is a number of seconds > 0 and no longer than the measured run (duration - warmup)."""
+    w = s.window
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+        raise where.error("window", f"must be a number of seconds > 0, got {_show(w)}")
+    if w > s.duration - s.warmup:
+        raise where.error("window", f"must be at most the measured run, duration - warmup = "
+                                    f"{_num(s.duration - s.warmup)} s, got {_num(w)}")
+
+
 def _check_references(s: Scenario, where: _Where) -> None:
     """Names must be unique and every reference must point at something defined."""
     named: dict[str, list[str]] = {"queues": [q.name for q in s.queues], "jobs": [j.name for j in s.jobs],
@@ -772,6 +792,8 @@ def _check_references(s: Scenario, where: _Where) -> None:
             if name in seen:
                 raise where.error(f"{label}[{i}].name", f"is a duplicate: {name!r}")
             seen.add(name)
+    if s.window is not None:
+        _check_window(s, where)
     if not s.queues:
         raise where.error("queues", "must define at least one queue ([[queues]])")
     if not s.jobs:

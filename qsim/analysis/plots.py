@@ -462,7 +462,8 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
     """
     slos = [parse_slo(s) for s in result.get("slo", [])]
     key = metric or (slos[0].target.key if slos else "p95_wait")
-    _metric(key)
+    if not any(slo.target.key == key for slo in slos):
+        _metric(key)
     paths = list(result.get("vary") or (result["points"][0]["params"] if result["points"] else {}))
     vary = result.get("vary") or {}
     widest = max(reversed(paths), key=lambda q: len(set(vary.get(q, ()))), default=None)
@@ -500,7 +501,7 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
                     f"{k.rsplit('.', 1)[-1]} = {v}" for k, v in best.items()))
     for slo in slos:
         if slo.target.key == key:
-            ax.axhline(slo.value, color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
+            ax.axhline(slo.judged[1], color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
     if yscale == "symlog":
         ax.set_yscale("symlog", linthresh=0.1)
     else:

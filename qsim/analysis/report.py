@@ -37,7 +37,9 @@ class PlanResult(dict[str, Any]):
 
     def shown_metrics(self) -> list[str]:
         """The metric columns of the tables: each SLO's metric, then p95 wait and utilization."""
-        keys = [s.split("<", 1)[0].split(">", 1)[0] for s in self.get("slo", [])]
+        from qsim.analysis.plan import parse_slo  # (plan imports this module)
+
+        keys = [parse_slo(s).target.key for s in self.get("slo", [])]
         return list(dict.fromkeys(keys + ["p95_wait", "utilization"]))
 
     def _cells(self, point: Mapping[str, Any]) -> list[str]:

@@ -239,6 +239,11 @@ class AutoscaledPools:
         """``(time, slots)`` at each change of the slot count."""
         return self.events.slot_steps
 
+    @property
+    def pool_steps(self) -> Mapping[str, Sequence[tuple[float, int]]]:
+        """Per pool, ``(time, processes taking work)`` at each change."""
+        return self.events.pool_steps
+
     def start(self) -> None:
         """The run starts: the pool events and the autoscalers' first polls."""
         self.events.start()

@@ -118,6 +118,8 @@ class PoolEvents:
         self.local = [p.spec.workers for p in ctx.pools]  # processes each pool has started
         self.retired = [False] * ctx.n_slots  # slots of a signalled process: never handed out again
         self.slot_steps: list[tuple[float, int]] = [(0.0, ctx.n_slots)]
+        #: per pool, its processes taking work as (time, count) steps (``Records.workers``)
+        self.pool_steps: dict[str, list[tuple[float, int]]] = {p.spec.name: [(0.0, p.spec.workers)] for p in ctx.pools}
         self.drains: list[dict[str, Any]] = []
         self.draining: dict[int, tuple[set[int], int]] = {}  # process -> (running slots, drain row)
         self.stalled: deque[tuple[float, int, int, int]] = deque()  # (lock expiry, job, lane, attempt row)
@@ -156,6 +158,7 @@ class PoolEvents:
             return
         chosen = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING][:e.count]
         self._step(now, -len(chosen) * pool.spec.concurrency)
+        self._processes(pool, now, -len(chosen))
         for w in chosen:
             self._retire_free(pool, w)
             if e.kind == "sigkill":
@@ -166,6 +169,11 @@ class PoolEvents:
     def _step(self, now: float, delta: int) -> None:
         if delta:
             self.slot_steps.append((now, self.slot_steps[-1][1] + delta))
+
+    def _processes(self, pool: Pool, now: float, delta: int) -> None:
+        if delta:
+            steps = self.pool_steps[pool.spec.name]
+            steps.append((now, steps[-1][1] + delta))
 
     def _retire_free(self, pool: Pool, w: int) -> None:
         retired = self.retired
@@ -284,6 +292,7 @@ class PoolEvents:
             self.proc_start[w] = now
         pool.free.extend(self.proc_slots[w][s] for s in range(c) for w in new)
         self._step(now, len(new) * c)
+        self._processes(pool, now, len(new))
         if self.kills and new:
             ctx.env.process(self._checker(pool, new, now))
         ctx.fill(pool, now)
@@ -331,6 +340,7 @@ class PoolEvents:
             self._gone(w, now)
         term = sorted(running, key=lambda w: (self.proc_start[w], w), reverse=True)[:count - len(cancel)]
         self._step(now, -len(term) * pool.spec.concurrency)
+        self._processes(pool, now, -len(term))
         for w in term:
             self._retire_free(pool, w)
             self._terminate(pool, w, now, grace)

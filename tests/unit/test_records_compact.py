@@ -64,7 +64,7 @@ def test_compact_tables_write_the_same_csv_and_summary_as_plain_ones(name: str) 
     assert jobs.to_csv(index=False) == flat_jobs.to_csv(index=False)
     assert att.to_csv(index=False) == flat_att.to_csv(index=False)
     # and so is the Summary computed from plain columns
-    flat = Records(jobs=flat_jobs, attempts=flat_att, slots=r.records.slots)
+    flat = Records(jobs=flat_jobs, attempts=flat_att, slots=r.records.slots, workers=r.records.workers)
     assert summarize(flat, scenario=r.scenario.name, source="model", seed=r.seed, warmup=r.scenario.warmup) \
         == r.summary
     # and each attempt's job id is the jobs table's very string (no second copy of the ids)
