@@ -7,7 +7,7 @@ on the engine harness sees the same window as a few numbers (an
 attempts' mean and coefficient of variation of run time). :class:`LoadAdvisor`
 turns them into the advisor's answer the advisor's way: the calibrated
 scenario's shape (Poisson arrivals at the measured rate; a service time that
-is constant for cv ~ 0, exponential for cv ~ 1, else gamma with the measured
+is constant for cv < 0.05, exponential for cv within 0.15 of 1, else gamma with the measured
 mean and cv), the pool at its concurrency, runs of :data:`WORKER_BUDGET`'s
 ``jobs_per_run`` jobs with its replications, the same search range
 (:func:`~qsim.advise.capacity.search_range`) and the same plan
@@ -15,8 +15,10 @@ mean and cv), the pool at its concurrency, runs of :data:`WORKER_BUDGET`'s
 
 The answers are remembered per measured load, rounded to a grid (rate and
 mean service to :data:`GRID` relative steps, cv to 0.1): a day of polls asks
-a few dozen distinct questions. An instance is picklable (the model's runs
-may go to other processes).
+a few dozen distinct questions. The memory is the process's (the plan is
+deterministic for a seed, so the runs of one process share it: replications
+and tuning points ask the same questions); an instance is picklable (the
+model's runs may go to other processes).
 """
 
 from __future__ import annotations
@@ -36,16 +38,27 @@ __all__ = ["LoadAdvisor", "GRID"]
 
 #: Relative step of the grid the measured rate and mean service are rounded to.
 GRID = 0.05
+#: Answers already planned in this process: (SLOs, concurrency, max workers, seed, budget, load) -> workers.
+_ANSWERS: dict[tuple[Any, ...], int | None] = {}
 
 
 def _snap(x: float) -> float:
     return float(math.exp(round(math.log(x) / math.log1p(GRID)) * math.log1p(GRID)))
 
 
-def _service(mean: float, cv: float) -> dists.Distribution:
+def _shape(cv: float) -> float:
+    """The cv the plan uses: 0 (constant) below 0.05, 1 (exponential) within 0.15 of 1, else to 0.1."""
     if cv < 0.05:
+        return 0.0
+    if abs(cv - 1.0) < 0.15:
+        return 1.0
+    return round(cv, 1)
+
+
+def _service(mean: float, cv: float) -> dists.Distribution:
+    if cv == 0.0:
         return dists.Constant(mean=mean)
-    if abs(cv - 1.0) < 0.05:
+    if cv == 1.0:
         return dists.Exponential(mean=mean)
     return dists.Gamma(mean=mean, cv=cv)
 
@@ -74,9 +87,13 @@ class LoadAdvisor:
             return None
         if obs.arrival_rate <= 0:
             return 1  # nothing arrives: the advisor's smallest pool (KEDA's min applies)
-        key = (_snap(obs.arrival_rate), _snap(obs.mean_service), round(obs.service_cv or 0.0, 1))
+        key = (_snap(obs.arrival_rate), _snap(obs.mean_service), _shape(obs.service_cv or 0.0))
         if key not in self.memo:
-            self.memo[key] = self.recommend(*key)
+            shared = (tuple(map(str, self.slos)), self.concurrency, self.max_workers, self.seed,
+                      tuple(sorted(self.budget.items())), key)
+            if shared not in _ANSWERS:
+                _ANSWERS[shared] = self.recommend(*key)
+            self.memo[key] = _ANSWERS[shared]
         return self.memo[key]
 
     def recommend(self, rate: float, mean_service: float, cv: float) -> int | None:

@@ -7,18 +7,21 @@ numbers, so the policies see the same arrivals), and each run gives:
 
 - ``worker_seconds`` (and ``worker_hours``): the pool's cost over ``[0, duration]``
   (:mod:`qsim.autoscale.tally`: processes that exist, starting and draining ones too);
-- ``attainment``: the share of the run's windows (the Summary's ``windows``) that
-  meet the SLO's per-window figure (``p95_wait<=2`` reads each window's
-  ``wait_p95``; a window in which nothing started meets it when nothing waited);
+- ``attainment``: the share of the run's windows (the Summary's ``windows``,
+  :mod:`qsim.windows`) that meet the SLO's figure (``p95_wait<=2`` reads each
+  window's ``wait_p95``; windows without the figure are left out, as
+  :mod:`qsim.analysis.windowed` does);
 - ``flaps``, ``scale_events``, ``cut_jobs`` (jobs cut off at a scale-down's grace);
 - ``recover_seconds``: the longest stretch of consecutive windows missing the SLO
   (the time to recover after a step in load), 0 when none misses;
 - ``p95_wait``: the whole run's p95 wait; ``workers``: mean and max asked for.
 
 Each figure is the mean over the runs with a Student-t interval
-(:func:`qsim.analysis.stats.estimate`). A policy *meets* the SLO ``metric<=x in
-P% of windows`` when its mean attainment is at least P% (``metric<=x`` alone:
-when the whole run's figure meets it in the mean run).
+(:func:`qsim.analysis.stats.estimate`). A policy *meets* the SLO as ``qsim
+plan`` judges a point (:meth:`qsim.analysis.plan.SLO.check`): the interval of
+the SLO's per-run value must meet it — for ``p95_wait<=2 in 95% of windows``
+the lower bound of the share of windows meeting ``p95_wait<=2`` must be at
+least 0.95; for a plain ``p95_wait<=2``, the upper bound of the run's p95.
 
 **Policies.** Those named (``--policy``, each with its parameters derived from
 the SLO where the scenario does not give them: see :func:`with_policy`), else
@@ -38,84 +41,43 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from qsim.advise.capacity import search_range
 from qsim.advise.load import LoadAdvisor
-from qsim.analysis.plan import SLO, parse_slo
+from qsim.analysis.plan import SLO
 from qsim.analysis.runner import Runner, Task
 from qsim.analysis.search import recommend
 from qsim.analysis.stats import estimate
-from qsim.analysis.sweep import replication_seeds
+from qsim.analysis.windowed import WINDOW_METRICS, WindowMetric
 from qsim.autoscale.build import needs_advice
 from qsim.errors import ScenarioError
 from qsim.scenario import AutoscalerSpec, Scenario
 from qsim.scenario_autoscale import AUTOSCALE_POLICIES
 
-__all__ = ["WindowSLO", "parse_window_slo", "autoscaled_pool", "with_policy", "static_scenario", "advisors",
-           "run_metrics", "summarize_runs", "run_scenarios", "static_peak", "peak_load", "recovery", "FIGURES",
-           "WINDOW_FIGURES"]
+__all__ = ["attainment", "autoscaled_pool", "with_policy", "static_scenario", "advisors",
+           "run_metrics", "summarize_runs", "run_scenarios", "static_peak", "peak_load", "recovery", "FIGURES"]
 
-#: The per-window figure each SLO metric is judged on.
-WINDOW_FIGURES = {"p95_wait": "wait_p95", "p50_wait": "wait_p50"}
 #: The per-run figures a policy reports (mean and interval over the runs).
 FIGURES = ("worker_seconds", "worker_hours", "attainment", "flaps", "scale_events", "cut_jobs", "recover_seconds",
            "p95_wait", "mean_workers", "max_workers")
 _OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                   ">": operator.gt}
-_WINDOWED = re.compile(r"^(?P<slo>.+?)\s+in\s+(?:(?P<pct>[0-9.]+)\s*%\s+of|every|all)\s+(?:the\s+)?windows?\s*$",
-                       re.IGNORECASE)
+                                                   ">": operator.gt, "==": operator.eq}
 
 
-@dataclass(frozen=True)
-class WindowSLO:
-    """An SLO judged per window (``share`` of the windows must meet it) or, with ``share`` None, on the whole run."""
-
-    slo: SLO
-    share: float | None = None
-
-    def __str__(self) -> str:
-        if self.share is None:
-            return str(self.slo)
-        return f"{self.slo} in {self.share * 100:g}% of windows"
-
-    def window_met(self, window: Mapping[str, Any]) -> bool:
-        """Whether one window meets the SLO's per-window figure."""
-        value = window.get(WINDOW_FIGURES.get(self.slo.metric, ""))
-        if value is None:  # nothing started in it: met when nothing waited either
-            return not window.get("max_depth")
-        return _OPS[self.slo.op](float(value), self.slo.value)
-
-    def attainment(self, summary: Mapping[str, Any]) -> float | None:
-        """The share of the run's windows meeting it (None: the run has no windows)."""
-        windows = summary.get("windows") or []
-        if not windows or self.slo.metric not in WINDOW_FIGURES:
-            return None
-        return sum(self.window_met(w) for w in windows) / len(windows)
-
-    def meets(self, attainment: float | None, summary: Mapping[str, Any]) -> bool:
-        """Whether a (mean) run with this ``attainment`` meets it."""
-        if self.share is None:
-            return self.slo.met(summary)
-        return attainment is not None and attainment >= self.share - 1e-12
+def attainment(slo: SLO, summary: Mapping[str, Any]) -> float | None:
+    """The share of the run's windows meeting ``slo``'s figure (None: no window has one, or the metric has
+    no per-window figure)."""
+    if slo.metric not in WINDOW_METRICS:
+        return None
+    return WindowMetric(slo.metric, slo.op, slo.value, "share").measure(summary)
 
 
-def parse_window_slo(text: str) -> WindowSLO:
-    """``p95_wait<=2 in 95% of windows``, ``p95_wait<=2 in every window``, or a plain ``p95_wait<=2``."""
-    m = _WINDOWED.match(text.strip())
-    if not m:
-        return WindowSLO(parse_slo(text))
-    slo = parse_slo(m["slo"])
-    if slo.metric not in WINDOW_FIGURES or slo.job_type:
-        raise ScenarioError(f"--slo per window: the metric must be one of {', '.join(WINDOW_FIGURES)} "
-                            f"(no job type), got {m['slo']!r}")
-    share = 1.0 if m["pct"] is None else float(m["pct"]) / 100.0
-    if not 0.0 < share <= 1.0:
-        raise ScenarioError(f"--slo share of windows must be in (0, 100]%, got {m['pct']}%")
-    return WindowSLO(slo, share)
+def _window_met(slo: SLO, window: Mapping[str, Any]) -> bool:
+    value = window.get(WINDOW_METRICS.get(slo.metric, ""))
+    return value is None or _OPS[slo.op](float(value), slo.value)  # a window without the figure misses nothing
 
 
 # ------------------------------------------------------------------ scenarios
@@ -159,24 +121,24 @@ def peak_load(scenario: Scenario, pool: str) -> float:
                if j.queue in served and j.arrival is not None)
 
 
-def derived(policy: str, scenario: Scenario, pool: str, slo: WindowSLO) -> dict[str, Any]:
+def derived(policy: str, scenario: Scenario, pool: str, slo: SLO) -> dict[str, Any]:
     """The parameters a policy must have, derived from the SLO (``x``: its number of seconds):
 
     ``hpa``: the queue length one worker clears in ``x`` s, ``x * concurrency / mean service``;
     ``step``: up when the oldest job is older than ``x``, down below ``x / 4``;
     ``target-tracking``: ``acceptable_latency = x``; ``qsim``: the SLO itself (whole-run form).
     """
-    x = slo.slo.value
+    x = slo.value
     if policy == "hpa":
         return {"target": max(1.0, round(x * scenario.pool(pool).concurrency / _mean_service(scenario, pool), 3))}
     if policy == "step":
         return {"up_when": x, "down_when": x / 4}
     if policy == "target-tracking":
         return {"acceptable_latency": x}
-    return {"slo": str(slo.slo)}
+    return {"slo": f"{slo.metric}{slo.op}{slo.value:g}"}
 
 
-def with_policy(scenario: Scenario, pool: str, policy: str, slo: WindowSLO, **params: Any) -> Scenario:
+def with_policy(scenario: Scenario, pool: str, policy: str, slo: SLO, **params: Any) -> Scenario:
     """The scenario with ``pool`` autoscaled by ``policy``.
 
     The pool's autoscaler keeps its common keys (min, max, start_delay, grace,
@@ -208,22 +170,27 @@ def static_scenario(scenario: Scenario, pool: str, workers: int) -> Scenario:
                                                                        if a.pool != pool))
 
 
-def advisors(scenario: Scenario, seed: int = 0) -> dict[str, LoadAdvisor]:
-    """A :class:`~qsim.advise.load.LoadAdvisor` per autoscaler that scales on the recommendation."""
+def advisors(scenario: Scenario) -> dict[str, LoadAdvisor]:
+    """A :class:`~qsim.advise.load.LoadAdvisor` per autoscaler that scales on the recommendation.
+
+    Its plans use seeds from 0, whatever the run's seed (a deployed advisor's own
+    default): every run asks the same questions, and one process answers each once.
+    """
     return {a.pool: LoadAdvisor(str(a.params()["slo"]), concurrency=scenario.pool(a.pool).concurrency,
-                                max_workers=max(a.max, 1), seed=seed)
+                                max_workers=max(a.max, 1))
             for a in scenario.autoscalers if needs_advice(a)}
 
 
 # ------------------------------------------------------------------ runs and their figures
 
 
-def recovery(windows: Sequence[Mapping[str, Any]], slo: WindowSLO) -> list[float]:
-    """The lengths (s) of the stretches of consecutive windows missing the SLO."""
+def recovery(windows: Sequence[Mapping[str, Any]], slo: SLO) -> list[float]:
+    """The lengths (s) of the stretches of consecutive windows missing the SLO's per-window figure."""
     out: list[float] = []
     start: float | None = None
+    last = 0.0
     for w in windows:
-        if not slo.window_met(w):
+        if not _window_met(slo, w):
             start = float(w["start"]) if start is None else start
             last = float(w["end"])
         elif start is not None:
@@ -234,11 +201,10 @@ def recovery(windows: Sequence[Mapping[str, Any]], slo: WindowSLO) -> list[float
     return out
 
 
-def run_metrics(summary: Mapping[str, Any], pool: str, slo: WindowSLO, *, duration: float,
+def run_metrics(summary: Mapping[str, Any], pool: str, slo: SLO, *, duration: float,
                 workers: int | None = None) -> dict[str, Any]:
     """One run's figures (see the module docstring); ``workers``: the static count when not autoscaled."""
     scaled = (summary.get("autoscaling") or {}).get(pool)
-    attainment = slo.attainment(summary)
     if scaled is not None:
         cost, flaps, events, cut = scaled["worker_seconds"], scaled["flaps"], scaled["scale_events"], scaled["cut_jobs"]
         mean_w, max_w = scaled["workers"]["mean"], scaled["workers"]["max"]
@@ -246,37 +212,36 @@ def run_metrics(summary: Mapping[str, Any], pool: str, slo: WindowSLO, *, durati
         n = workers or 0
         cost, flaps, events, cut, mean_w, max_w = n * duration, 0, 0, 0, float(n), n
     stretches = recovery(summary.get("windows") or [], slo)
-    return {"worker_seconds": cost, "worker_hours": cost / 3600.0, "attainment": attainment, "flaps": flaps,
-            "scale_events": events, "cut_jobs": cut, "recover_seconds": max(stretches, default=0.0),
+    return {"worker_seconds": cost, "worker_hours": cost / 3600.0, "attainment": attainment(slo, summary),
+            "flaps": flaps, "scale_events": events, "cut_jobs": cut, "recover_seconds": max(stretches, default=0.0),
             "p95_wait": summary["wait"]["p95"], "mean_workers": mean_w, "max_workers": max_w,
-            "meets_slo": slo.meets(attainment, summary), "lost": summary["jobs"]["lost"]}
+            "slo_value": slo.measure(summary), "lost": summary["jobs"]["lost"]}
 
 
-def summarize_runs(runs: Sequence[Mapping[str, Any]], slo: WindowSLO, confidence: float = 0.95) -> dict[str, Any]:
-    """Mean and interval of each figure over the runs; ``meets_slo`` judged on the means."""
+def summarize_runs(runs: Sequence[Mapping[str, Any]], slo: SLO, confidence: float = 0.95) -> dict[str, Any]:
+    """Mean and interval of each figure over the runs; ``meets_slo`` as ``qsim plan`` judges a point:
+    the interval of the SLO's per-run value (for a share of windows: the share meeting it) must meet it."""
     out: dict[str, Any] = {"replications": len(runs), "ci": {}}
     for name in FIGURES:
         est = estimate([r[name] for r in runs], confidence)
         out[name] = est.mean
         out["ci"][name] = est.ci
     out["lost"] = sum(int(r["lost"]) for r in runs)
-    if slo.share is None:
-        out["meets_slo"] = all(r["meets_slo"] for r in runs)
-    else:
-        out["meets_slo"] = out["attainment"] is not None and out["attainment"] >= slo.share - 1e-12
+    out["meets_slo"] = slo.check(estimate([r["slo_value"] for r in runs], confidence,
+                                          bounds=slo.target.bounds)) == "met"
     return out
 
 
 def run_scenarios(runner: Runner, scenarios: Sequence[Scenario], seeds: Sequence[int], *,
                   done: Callable[[int], None] | None = None) -> list[list[dict[str, Any]]]:
     """Every scenario with every seed (each ``qsim`` autoscaler with its advisor); ``[scenario][seed]`` Summaries."""
-    tasks = [Task(s, seed, recommend=advisors(s, seed) or None) for s in scenarios for seed in seeds]
+    tasks = [Task(s, seed, recommend=advisors(s) or None) for s in scenarios for seed in seeds]
     flat = runner.map(tasks, done)
     k = len(seeds)
     return [[r["summary"] for r in flat[i * k:(i + 1) * k]] for i in range(len(scenarios))]
 
 
-def static_peak(scenario: Scenario, pool: str, slo: WindowSLO, runner: Runner, seeds: Sequence[int], *,
+def static_peak(scenario: Scenario, pool: str, slo: SLO, runner: Runner, seeds: Sequence[int], *,
                 max_workers: int = 1000) -> dict[str, Any]:
     """The least fixed worker count meeting the SLO (bisection from the peak load; see the module docstring)."""
     c = scenario.pool(pool).concurrency

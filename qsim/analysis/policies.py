@@ -29,15 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from qsim.analysis.autoscale import (
-    WindowSLO,
     autoscaled_pool,
-    parse_window_slo,
     run_metrics,
     run_scenarios,
     static_peak,
     summarize_runs,
     with_policy,
 )
+from qsim.analysis.plan import SLO, parse_slo
 from qsim.analysis.runner import make_runner
 from qsim.analysis.sweep import grid, replication_seeds, with_params
 from qsim.errors import ScenarioError
@@ -56,7 +55,7 @@ def policy_table(scenario: Scenario, pool: str) -> dict[str, Any]:
     return next(dict(t) for t in table if t["pool"] == pool)
 
 
-def default_grid(policy: str, scenario: Scenario, pool: str, slo: WindowSLO) -> dict[str, list[Any]]:
+def default_grid(policy: str, scenario: Scenario, pool: str, slo: SLO) -> dict[str, list[Any]]:
     """The parameters ``--tune`` searches for each policy, around the SLO-derived values.
 
     ``hpa``: ``target`` x 1/4 .. 4 (five values) and ``scale_down_stabilization`` 60 | 300 s;
@@ -67,7 +66,7 @@ def default_grid(policy: str, scenario: Scenario, pool: str, slo: WindowSLO) -> 
     spec = with_policy(scenario, pool, policy, slo).autoscaler(pool)
     assert spec is not None
     p = spec.params()
-    x = slo.slo.value
+    x = slo.value
     at = f"autoscalers.{pool}."
     if policy == "hpa":
         t = float(p["target"])
@@ -88,7 +87,7 @@ def _check_grid(vary: Mapping[str, Sequence[Any]], pool: str) -> None:
                                 f"(autoscalers.{pool}.FIELD)")
 
 
-def tune(scenario: Scenario, slo: WindowSLO, policy: str, runner: Any, seeds: Sequence[int], *, pool: str,
+def tune(scenario: Scenario, slo: SLO, policy: str, runner: Any, seeds: Sequence[int], *, pool: str,
          vary: Mapping[str, Sequence[Any]] | None = None,
          done: Callable[[int], None] | None = None) -> dict[str, Any]:
     """The grid point of ``policy`` with the least mean worker-seconds meeting the SLO (see the module docstring)."""
@@ -118,7 +117,7 @@ def tune(scenario: Scenario, slo: WindowSLO, policy: str, runner: Any, seeds: Se
     return out
 
 
-def autoscale(scenario: Scenario, slo: str | WindowSLO, *, policies: Sequence[str] | None = None,
+def autoscale(scenario: Scenario, slo: str | SLO, *, policies: Sequence[str] | None = None,
               tune_policy: str | None = None, vary: Mapping[str, Sequence[Any]] | None = None,
               replications: int = 3, seed: int | None = None, pool: str | None = None,
               static: bool = True, processes: int | None = None, client: Any = None,
@@ -126,7 +125,7 @@ def autoscale(scenario: Scenario, slo: str | WindowSLO, *, policies: Sequence[st
     """Compare autoscaling policies on ``scenario`` (see the module docstring for the document).
 
     Args:
-        slo: ``"p95_wait<=2 in 95% of windows"`` (or a :class:`~qsim.analysis.autoscale.WindowSLO`).
+        slo: ``"p95_wait<=2 in 95% of windows"`` (or a parsed :class:`~qsim.analysis.plan.SLO`).
         policies: the policies to run (default: the pool's autoscaler, else all four).
         tune_policy: also search this policy's parameters (``vary``: the grid, default :func:`default_grid`).
         replications: runs per policy (seeds ``seed .. seed + R - 1``, the same for every policy).
@@ -135,7 +134,7 @@ def autoscale(scenario: Scenario, slo: str | WindowSLO, *, policies: Sequence[st
         processes, client: where the runs go (:func:`qsim.analysis.runner.make_runner`).
     """
     started = time.monotonic()
-    wslo = parse_window_slo(slo) if isinstance(slo, str) else slo
+    wslo = parse_slo(slo) if isinstance(slo, str) else slo
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ScenarioError(f"--replications must be a whole number >= 1, got {replications!r}")
     name = autoscaled_pool(scenario, pool)
@@ -146,6 +145,11 @@ def autoscale(scenario: Scenario, slo: str | WindowSLO, *, policies: Sequence[st
             raise ScenarioError(f"--policy must be one of {', '.join(AUTOSCALE_POLICIES)}, got {p!r}")
     if tune_policy is None and vary:
         raise ScenarioError("a grid (vary) needs --tune POLICY")
+    if tune_policy is not None and vary:  # a bad grid fails before anything runs
+        _check_grid(vary, name)
+        base = with_policy(scenario, name, tune_policy, wslo)
+        for params in grid(vary):
+            with_params(base, params)
     seeds = replication_seeds(scenario.seed if seed is None else seed, replications)
     variants = [with_policy(scenario, name, p, wslo) for p in chosen]
     total = len(variants) * len(seeds)

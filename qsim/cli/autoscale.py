@@ -51,13 +51,14 @@ def format_autoscale(doc: dict[str, Any]) -> str:
 
 def cmd_autoscale(args: argparse.Namespace) -> int:
     """Run the autoscaling policies of SCENARIO against the SLO, the static peak beside them."""
-    from qsim.analysis.autoscale import parse_window_slo, with_policy
+    from qsim.analysis.autoscale import with_policy
+    from qsim.analysis.plan import parse_slo
     from qsim.analysis.manifest import manifest
     from qsim.analysis.policies import autoscale, policy_table
     from qsim.analysis.runner import connect_dask
 
     scenario = load_scenario(args.scenario)
-    slo = parse_window_slo(args.slo)
+    slo = parse_slo(args.slo)
     if args.emit:
         kind, path = args.emit
         if kind not in ("keda", "hpa"):

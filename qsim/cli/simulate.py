@@ -21,7 +21,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if any(a.policy == "qsim" or a.metric == "recommended_workers" for a in scenario.autoscalers):
         from qsim.analysis.autoscale import advisors
 
-        recommend = advisors(scenario, scenario.seed if args.seed is None else args.seed)
+        recommend = advisors(scenario)
     progress = Progress(f"simulate {scenario.name}")
     try:
         result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress, recommend=recommend)
