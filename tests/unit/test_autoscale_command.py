@@ -113,12 +113,22 @@ def test_cli_json_is_the_contract(tmp_path: Path) -> None:
     assert {"workers", "worker_seconds", "attainment"} <= set(doc["static_peak"])
 
 
+def ramp() -> Scenario:
+    """20 minutes at 4 jobs/s of exponential 1 s jobs, a 10-minute ramp, 20 minutes at 12 jobs/s; the qsim policy."""
+    return Scenario.from_dict({
+        "name": "ramp", "duration": 3000.0, "seed": 3, "queues": [{"name": "q"}],
+        "jobs": [{"name": "j", "queue": "q", "service": {"kind": "exponential", "mean": 1.0},
+                  "arrival": {"kind": "profile", "shape": "linear", "points": [[0, 4.0], [1200, 4.0], [1800, 12.0]]}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 6}],
+        "autoscalers": [{"pool": "p", "min": 1, "max": 40, "poll": 30.0, "policy": "qsim", "slo": "p95_wait<=2"}]})
+
+
 @pytest.mark.long
 def test_tune_lands_within_one_worker_of_erlang_c_per_segment() -> None:
-    # Given two long segments (4 then 12 jobs/s of exponential 1 s jobs) and the qsim policy (the advisor's
-    # recommendation for p95 wait <= 2 s), whose advice window and scale-down window --tune searches
-    s = step_load(low=4.0, high=12.0, half=1500.0, policy="qsim", slo="p95_wait<=2", poll=30.0, max=40)
-    doc = autoscale(s, "p95_wait<=2", tune_policy="qsim", vary={"autoscalers.p.window": [300.0, 900.0],
+    # Given two long segments (4 then 12 jobs/s of exponential 1 s jobs, a ramp between) and the qsim policy
+    # (the advisor's recommendation for p95 wait <= 2 s), whose advice window and scale-down window --tune searches
+    s = ramp()
+    doc = autoscale(s, "p95_wait<=2", tune_policy="qsim", vary={"autoscalers.p.window": [60.0, 300.0],
                                                                "autoscalers.p.scale_down_stabilization": [600.0]},
                     replications=2, processes=1, static=False)
     tuned = doc["tuned"]
@@ -137,5 +147,5 @@ def test_tune_lands_within_one_worker_of_erlang_c_per_segment() -> None:
         return float((n * overlap).sum() / (b - a))
 
     # Then in each segment's second half it holds the static Erlang C count of that segment, within one worker
-    assert abs(mean_workers(750.0, 1500.0) - erlang_c_workers(4.0)) <= 1.0
-    assert abs(mean_workers(2250.0, 3000.0) - erlang_c_workers(12.0)) <= 1.0
+    assert abs(mean_workers(600.0, 1200.0) - erlang_c_workers(4.0)) <= 1.0
+    assert abs(mean_workers(2400.0, 3000.0) - erlang_c_workers(12.0)) <= 1.0
