@@ -219,7 +219,7 @@ class Model:
         extra: dict[str, Callable[[], pd.DataFrame]] = {
             "timeseries": lambda: timeseries_frame(core.queue_names, self.timeseries_changes())}
         slots: tuple[tuple[float, int], ...] = ((0.0, core.n_slots),)
-        workers = {p.name: ((0.0, p.workers),) for p in s.pools}
+        workers: dict[str, tuple[tuple[float, int], ...]] = {p.name: ((0.0, p.workers),) for p in s.pools}
         if isinstance(rec, AttemptRecords):
             attempts = rec.log.frame(core.worker_names, jobs["job_id"].to_numpy())
             if self.events is not None:
