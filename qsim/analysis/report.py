@@ -137,9 +137,9 @@ class PlanResult(dict[str, Any]):
 
         def cost(what: str, c: Mapping[str, Any] | None) -> None:
             if c is not None:
-                workers = ", ".join(f"{pool} {n}" for pool, n in c["workers"].items())
+                workers = ", ".join(f"{n} {pool}" for pool, n in c["workers"].items())
                 lines.append(f"{what} held over the profile ({c['span'][1] - c['span'][0]:g} s): "
-                             f"{c['worker_hours']:.4g} worker-hours ({workers} workers)")
+                             f"{c['worker_hours']:.4g} worker-hours (workers: {workers})")
 
         cost("static sizing for the peak", prof.get("static_peak"))
         cost("static sizing recommended", prof.get("static_recommended"))

@@ -43,6 +43,11 @@ def apply_window(scenario: Scenario, seconds: float | None) -> Scenario:
     return dataclasses.replace(scenario, window=seconds)
 
 
+def _t(x: float | None) -> str:
+    """A time of the run's clock: whole seconds as they are, else to the millisecond."""
+    return "-" if x is None else f"{x:.0f}" if float(x).is_integer() else f"{x:.3f}"
+
+
 def _workers(w: Mapping[str, Any]) -> str:
     return " ".join(f"{pool}={n:.3g}" for pool, n in w["workers"].items()) or "-"
 
@@ -57,7 +62,7 @@ def format_windows(summary: Mapping[str, Any]) -> str:
     rows = []
     for i, w in enumerate(wins):
         length = w["end"] - w["start"]
-        rows.append((str(i), fmt(w["start"]), fmt(w["end"]), str(w["arrivals"]), fmt(w["arrivals"] / length),
+        rows.append((str(i), _t(w["start"]), _t(w["end"]), str(w["arrivals"]), fmt(w["arrivals"] / length),
                      fmt(w["throughput"]), fmt(w["busy"]), str(w["max_depth"]), fmt(w["wait_p50"]),
                      fmt(w["wait_p95"]), fmt(w["oldest_age"]), _workers(w)))
     return _table(head, rows)
@@ -78,7 +83,7 @@ def format_window_comparison(model: Mapping[str, Any], engine: Mapping[str, Any]
         def get(w: Mapping[str, Any] | None, key: str) -> str:
             return "-" if w is None else fmt(w[key])
 
-        rows.append((str(i), fmt((m or e or {}).get("start")), get(m, "throughput"), get(e, "throughput"),
+        rows.append((str(i), _t((m or e or {}).get("start")), get(m, "throughput"), get(e, "throughput"),
                      get(m, "max_depth"), get(e, "max_depth"), get(m, "wait_p50"), get(e, "wait_p50"),
                      get(m, "wait_p95"), get(e, "wait_p95"), get(m, "oldest_age"), get(e, "oldest_age")))
     return _table(head, rows)

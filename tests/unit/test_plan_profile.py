@@ -161,3 +161,22 @@ def test_cli_plan_over_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert set(doc["profile"]) == {"peak", "static_peak", "static_recommended"}
     assert main(["plan", str(path), "--slo", "p95_wait<=1 in most windows", "--vary", "pools.p.workers=10:13"]) == 2
     assert "--slo over windows must look like" in capsys.readouterr().err
+
+
+def test_the_how_to_pages_example_says_what_the_model_does(tmp_path: Path) -> None:
+    # docs/how-to/time-varying-load.md: its scenarios are valid and its figures are the model's
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "time-varying-load.md").read_text()
+    files = dict((t, c) for t, c in re.findall(r'```toml title="([^"]+)"\n(.*?)```', page, re.S))
+    assert set(files) == {"day.toml", "ramp.toml"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        assert time_varying(Scenario.from_toml(tmp_path / name))
+    s = Scenario.from_toml(tmp_path / "day.toml")
+    w = simulate(s, records=False).summary["windows"]
+    assert len(w) == 70 and max(range(70), key=lambda i: w[i]["wait_p95"] or 0.0) == 27
+    assert w[27]["wait_p95"] == pytest.approx(3.402, abs=1e-3) and w[27]["max_depth"] == 47
+    assert parse_slo("p95_wait<=2 in 95% of windows").measure({"windows": w}) == pytest.approx(69 / 70)
+    hour = peak_hour(s)
+    assert (hour.start, hour.end, hour.rate) == (7200.0, 10800.0, 8.0)
