@@ -8,11 +8,9 @@ A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
 
     shop.toml: jobs[1].service.cv must be >= 0, got -1
 
-Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
-qsim extends it with ``description`` (one line: what the scenario shows),
-``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``
-and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
-e.g. the tenant a keyed rate limit reads).
+Times are seconds, rates per second. Every key, with its default, unit and
+valid values, is in ``docs/reference/scenario.md``; ``tests/docs/test_reference.py``
+fails when a key exists here and not there, or the other way round.
 """
 
 from __future__ import annotations

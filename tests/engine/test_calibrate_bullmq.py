@@ -53,7 +53,7 @@ def test_bullmq5_round_trip(redis_url: str, capsys: pytest.CaptureFixture[str]) 
     bq = BullMQ("5")
     # Given a real BullMQ 5 worker (named, concurrency 6) with known service distributions
     run_bullmq(bq, redis_url, "A", 6, name="shop-0")
-    # When calibrated from its Redis (the CLI, as DESIGN.md writes it)
+    # When calibrated from its Redis (the CLI, as docs/reference/cli.md gives it)
     assert main(["calibrate", "--from", "bullmq", "--redis", redis_url, "--queue", "A", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     fits = doc["fits"]
