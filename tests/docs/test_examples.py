@@ -10,7 +10,8 @@ Per page, two tests (see tests/docs/fences.py for the markers a block may carry)
   does ``$REDIS_URL``): Python in one namespace per page (top-level ``await`` allowed), shell blocks with
   bash, each to the exit code its marker says (0 by default); a block with ``title="NAME"`` is written
   to the folder as the file NAME first. ``pip install`` lines are checked, not run (the test run has
-  its own install). A page with a ``long`` block runs only with ``--long``.
+  its own install). Blocks marked ``long`` run only in ``test_page_runs_whole`` (marker ``long``), which
+  runs the whole page; a block that needs a long block's output is marked long too.
 """
 
 from __future__ import annotations
@@ -202,35 +203,42 @@ def _run_python(b: Block, namespace: dict[str, Any], loop: asyncio.AbstractEvent
         raise AssertionError(f"{b.where}: the Python example raised {type(e).__name__}: {e}") from e
 
 
-def _runnable(page: Path) -> Any:
+def _run_page(page: Path, folder: Path, url: str, monkeypatch: pytest.MonkeyPatch, *, long: bool) -> None:
     page_blocks = blocks(page)
-    marks = [pytest.mark.long] if any(b.long for b in page_blocks) else []
-    return pytest.param(page, marks=marks, id=_id(page))
-
-
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("page", [_runnable(p) for p in PAGES])
-def test_page_runs(page: Path, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    page_blocks = blocks(page)
-    run = [b for b in page_blocks if b.skip is None and b.lang in ("python", "sh", "bash")]
+    run = [b for b in page_blocks if b.skip is None and b.lang in ("python", "sh", "bash") and (long or not b.long)]
     if not run:
         return  # nothing to run: the parse test covers the page
     # Given a fresh folder with the page's files, and the session's Redis as $REDIS_URL
-    _clone(tmp_path)
-    _write_titled(page_blocks, tmp_path)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _clone(folder)
+    _write_titled(page_blocks, folder)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("REDIS_URL", url)
+    monkeypatch.syspath_prepend(str(folder))
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     loop = asyncio.new_event_loop()
     try:
         # When each block runs in order
         for b in run:
             if b.lang == "python":
-                _run_python(b, namespace, loop, redis_url)
+                _run_python(b, namespace, loop, url)
             else:
-                _run_shell(b, tmp_path, redis_url)
+                _run_shell(b, folder, url)
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
     # Then each exited as its marker says (0 unless told) and no Python block raised
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_page_runs(page: Path, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocks not marked long (a block that needs a long block's output is marked long too)."""
+    _run_page(page, tmp_path, redis_url, monkeypatch, long=False)
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.long for b in blocks(p))], ids=_id)
+def test_page_runs_whole(page: Path, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every block of a page that has long ones, in order."""
+    _run_page(page, tmp_path, redis_url, monkeypatch, long=True)
