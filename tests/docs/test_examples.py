@@ -54,8 +54,9 @@ def _extras() -> set[str]:
     return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
 
 
-def check_command(argv: list[str], where: str) -> str | None:
-    """What is wrong with one command line of an example (None: nothing we can tell)."""
+def check_command(argv: list[str], where: str, folder: Path) -> str | None:
+    """What is wrong with one command line of an example (None: nothing we can tell); ``folder`` holds the
+    page's own files."""
     from qsim.cli import build_parser
 
     prog = argv[0]
@@ -79,8 +80,8 @@ def check_command(argv: list[str], where: str) -> str | None:
                     return f"{where}: `{' '.join(argv)}` names extras pyproject.toml lacks: {', '.join(sorted(unknown))}"
         return None
     if prog in ("python", "python3", "bash") and len(argv) > 1 and argv[1].endswith((".py", ".sh")):
-        if not (ROOT / argv[1]).is_file():
-            return f"{where}: `{' '.join(argv)}`: {argv[1]} is not in the repository"
+        if not (ROOT / argv[1]).is_file() and not (folder / argv[1]).is_file():
+            return f"{where}: `{' '.join(argv)}`: {argv[1]} is neither in the repository nor a file of the page"
     return None
 
 
@@ -139,7 +140,7 @@ def parse_block(b: Block, folder: Path) -> list[str]:
         problems.append(f"{b.where}: {b.lang} block does not parse: {type(e).__name__}: {e}")
     if b.lang in ("sh", "bash", "text"):
         for argv in commands(b):
-            if (p := check_command(argv, b.where)) is not None:
+            if (p := check_command(argv, b.where, folder)) is not None:
                 problems.append(p)
     return problems
 
