@@ -12,7 +12,8 @@ comment does not show on the site::
 Every block is at least parsed: TOML, YAML and JSON are loaded, a TOML block that looks like a
 scenario is validated as one, Python is compiled, the ``qsim`` and ``locust`` command lines are
 checked against their argument parsers. ``text`` blocks are output; their ``$ qsim ...`` lines are
-checked too.
+checked too. A line ``--8<-- "deploy/kubernetes/worker.yaml"`` in a block is that file (the site shows
+it through pymdownx.snippets), so a block can show a repository file exactly.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ LANGUAGES = ("python", "sh", "bash", "toml", "yaml", "json", "text")
 _FENCE = re.compile(r"^(?P<indent> *)```(?P<info>.*)$")
 _MARKER = re.compile(r"^\s*<!-- test: (?P<what>.+?) -->\s*$")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
+#: A line ``--8<-- "path"`` (pymdownx.snippets) stands for that repository file, as on the site.
+_SNIPPET = re.compile(r'^--8<-- "([^"]+)"\n', re.MULTILINE)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -94,7 +98,8 @@ def blocks(path: Path) -> list[Block]:
         while i < len(lines) and lines[i].strip() != "```":
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
             i += 1
-        out.append(Block(path, start + 1, lang, "\n".join(body) + "\n", attrs.get("title"), marker, attrs))
+        code = _SNIPPET.sub(lambda m: (ROOT / m.group(1)).read_text(encoding="utf-8"), "\n".join(body) + "\n")
+        out.append(Block(path, start + 1, lang, code, attrs.get("title"), marker, attrs))
         i += 1
     return out
 
