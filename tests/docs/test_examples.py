@@ -8,8 +8,8 @@ Per page, two tests (see tests/docs/fences.py for the markers a block may carry)
 - ``test_page_runs``: the blocks not marked ``skip`` run in order, in a fresh folder, against the test
   session's throwaway redis-server (``redis://localhost:6379/0`` in an example means that server; so
   does ``$REDIS_URL``): Python in one namespace per page (top-level ``await`` allowed), shell blocks with
-  bash, each to the exit code its marker says (0 by default); a block with ``title="NAME"`` is written
-  to the folder as the file NAME first. ``pip install`` lines are checked, not run (the test run has
+  bash, each to the exit code its marker says (0 by default); a block with ``title="NAME"`` is a file:
+  it is written to the folder as NAME before the first block runs (and not run itself). ``pip install`` lines are checked, not run (the test run has
   its own install). Blocks marked ``long`` run only in ``test_page_runs_whole`` (marker ``long``), which
   runs the whole page; a block that needs a long block's output is marked long too.
 """
@@ -206,7 +206,8 @@ def _run_python(b: Block, namespace: dict[str, Any], loop: asyncio.AbstractEvent
 
 def _run_page(page: Path, folder: Path, url: str, monkeypatch: pytest.MonkeyPatch, *, long: bool) -> None:
     page_blocks = blocks(page)
-    run = [b for b in page_blocks if b.skip is None and b.lang in ("python", "sh", "bash") and (long or not b.long)]
+    run = [b for b in page_blocks if b.skip is None and b.lang in ("python", "sh", "bash") and not b.title
+           and (long or not b.long)]
     if not run:
         return  # nothing to run: the parse test covers the page
     # Given a fresh folder with the page's files, and the session's Redis as $REDIS_URL
