@@ -33,7 +33,7 @@ import yaml
 from fences import LANGUAGES, Block, blocks, commands
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "notebooks" / "README.md"])
+PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", ROOT / "notebooks" / "README.md"])
 LOCAL_URLS = ("redis://localhost:6379/0", "redis://127.0.0.1:6379/0")
 
 
