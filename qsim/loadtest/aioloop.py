@@ -66,12 +66,22 @@ class LoopThread:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._gevent = gevent_patched()
         self._pool: Any = None
+        self._served: Any = None
 
     def start(self, timeout: float = 10.0) -> LoopThread:
         """Start the thread and wait until its loop runs."""
         if self.loop is not None:
             return self
-        loop = asyncio.new_event_loop()
+        made: list[asyncio.AbstractEventLoop] = []
+
+        def serve(signal: Callable[[], None]) -> None:
+            # the loop is made in its own thread: under gevent its selector belongs to that thread's hub
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            made.append(loop)
+            loop.call_soon(signal)
+            _serve(loop)
+
         if self._gevent:
             import gevent.threadpool
             from gevent.event import AsyncResult
@@ -79,26 +89,14 @@ class LoopThread:
             up = AsyncResult()
             hub = gevent.get_hub()
             self._pool = gevent.threadpool.ThreadPool(1)
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(lambda: hub.loop.run_callback_threadsafe(up.set, True))
-                _serve(loop)
-
-            self._pool.spawn(run)
+            self._served = self._pool.spawn(serve, lambda: hub.loop.run_callback_threadsafe(up.set, True))
             up.get(timeout=timeout)
         else:
             ready = threading.Event()
-
-            def run_plain() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                _serve(loop)
-
-            threading.Thread(target=run_plain, name=self.name, daemon=True).start()
+            threading.Thread(target=serve, args=(ready.set,), name=self.name, daemon=True).start()
             if not ready.wait(timeout):
                 raise RuntimeError(f"{self.name}: the asyncio loop did not start within {timeout} s")
-        self.loop = loop
+        self.loop = made[0]
         return self
 
     def call(self, make: Callable[[], Awaitable[T]], timeout: float | None = 60.0) -> T:
@@ -147,6 +145,6 @@ class LoopThread:
 
         loop.call_soon_threadsafe(halt)
         if self._pool is not None:
-            self._pool.join(timeout=timeout)
+            self._served.wait(timeout)  # the thread ran the loop to its end and closed it
             self._pool.kill()
             self._pool = None
