@@ -92,7 +92,7 @@ def _check_queue(client: Any, base: str, queue: str, prefix: str, url: str) -> d
     for name, t in kinds.items():
         if t not in ("none", LAYOUT[name]):
             raise CalibrationError(f"{base}{name} is a {t}, not a {LAYOUT[name]}: queue {queue!r} is not in "
-                                   f"BullMQ's 4.x/5.x layout")
+                                   f"BullMQ's 4.x-6.x layout")
     return kinds
 
 
@@ -255,7 +255,7 @@ def _measured(refs: list[tuple[float, int, str, str]], rows: list[list[str | Non
             cols[c].append(v)
     if seen and without_ts > seen / 2:
         raise CalibrationError(f"{without_ts} of {seen} job hashes have no 'timestamp' field: queue "
-                               f"{', '.join(queues)} is not in BullMQ's 4.x/5.x layout")
+                               f"{', '.join(queues)} is not in BullMQ's 4.x-6.x layout")
     notes.append("BullMQ records only the last attempt's start (processedOn): retried jobs give no wait and no "
                  "earlier run times")
     if not named:
