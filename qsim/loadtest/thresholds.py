@@ -85,10 +85,9 @@ def max_jobs(run: LoadTestRun) -> dict[str | None, int]:
         kids = list(spec.flow.children) if spec.flow else [spec.fan_out.job] * spec.fan_out.count if spec.fan_out else []
         for kid in kids:
             expected[kid] = expected.get(kid, 0.0) + n
-    bound = {name: int(math.ceil(n * 1.1)) + 20 for name, n in expected.items()}
-    out = dict(bound)
-    out[None] = sum(bound.values())
-    return out
+    bound: dict[str | None, int] = {name: int(math.ceil(n * 1.1)) + 20 for name, n in expected.items()}
+    bound[None] = sum(bound.values())
+    return bound
 
 
 def _values(run: LoadTestRun, what: str, job_type: str | None) -> np.ndarray:
