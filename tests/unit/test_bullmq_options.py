@@ -150,3 +150,18 @@ def test_loop_thread_runs_coroutines_for_plain_threads() -> None:
     finally:
         loop.stop()
     assert loop.loop is None and not math.isnan(0.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "bullmq", "--queue", "orders"], "--target bullmq needs --redis URL"),
+    (["--queue", "orders"], "--queue and --prefix name BullMQ queues: use them with --target bullmq"),
+    (["--target", "bullmq", "--redis", "redis://127.0.0.1:1/0"], "name the BullMQ queue with --queue"),
+    (["--target", "bullmq", "--redis", "redis://127.0.0.1:1/0", "--queue", "a=b"], "the scenario has no queue 'a'"),
+])
+def test_compare_target_bullmq_refuses_bad_input_before_anything_runs(
+        args: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from qsim.cli import main
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert main(["compare", "workshop", *args]) == 2
+    assert message in capsys.readouterr().err
