@@ -107,8 +107,9 @@ def doomed(run: LoadTestRun, slos: Sequence[SLO]) -> list[str]:
     out = []
     limits: dict[str | None, int] | None = None
     for slo in slos:
-        if slo.op not in ("<=", "<", "==") or type(slo) is not SLO and hasattr(slo, "windows"):
-            continue
+        scope = f"[{slo.job_type}]" if slo.job_type else ""
+        if slo.op not in ("<=", "<", "==") or str(slo) != f"{slo.metric}{scope}{slo.op}{slo.value:g}":
+            continue  # a lower bound, or a form beyond the whole run (per window: only the end tells)
         metric, value = slo.metric, slo.value
         if metric == "dead":
             if _beyond(float(sum(1 for j in run.ended.values() if j.outcome == "dead")), value, slo.op):
