@@ -56,6 +56,19 @@ def _kinds(base: type) -> dict[str, type]:
     return out
 
 
+#: The parser's table of each family's keys per kind (the TOML keys: a kind's dataclass may nest some, as a
+#: rate profile's points, shape, period and scale).
+_FAMILY_TABLES = {dists.Arrival: "_ARRIVAL_KEYS", dists.Distribution: "_SERVICE_KEYS"}
+
+
+def _family_params(base: type) -> set[str]:
+    """The keys the kinds of a family take: the parser's table, else the kinds' dataclass fields."""
+    table = getattr(scenario_mod, _FAMILY_TABLES.get(base, ""), None)
+    if table:
+        return {p for params in table.values() for p in params}
+    return {f.name for cls in _kinds(base).values() for f in dataclasses.fields(cls) if f.name not in NOT_KEYS}
+
+
 def _strip(t: Any) -> tuple[Any, bool]:
     """``X | None`` -> (X, True); tuple[X, ...] -> (X, False) marked by the caller; else (t, False)."""
     if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
@@ -89,10 +102,8 @@ def code_keys() -> dict[str, dataclasses.Field[Any] | None]:
                 if fam not in seen_families:
                     seen_families.add(fam)
                     out[f"{path}.kind"] = None
-                    for kind_cls in _kinds(fam).values():
-                        for kf in dataclasses.fields(kind_cls):
-                            if kf.name not in NOT_KEYS:
-                                out.setdefault(f"{path}.{kf.name}", None)
+                    for param in _family_params(fam):
+                        out.setdefault(f"{path}.{param}", None)
             elif isinstance(inner, type) and dataclasses.is_dataclass(inner):
                 walk(inner, f"{path}[]." if array else f"{path}.")
 
@@ -211,8 +222,12 @@ def _kind_for(family: str, param: str) -> tuple[str, dict[str, Any]]:
     """A kind of the family that takes ``param`` (the last listed), with valid values for its other keys."""
     table = getattr(scenario_mod, "_ARRIVAL_KEYS" if family == "arrival" else "_SERVICE_KEYS")
     kind = [k for k, params in table.items() if param in params][-1]
-    valid = {"rate": 1.0, "size": 2, "mean": 1.0, "cv": 1.0, "low": 0.0, "high": 1.0}
-    return kind, {"kind": kind, **{p: valid[p] for p in table[kind]}}
+    valid = {"rate": 1.0, "size": 2, "mean": 1.0, "cv": 1.0, "low": 0.0, "high": 1.0,
+             "points": [[0, 1.0], [60, 2.0]], "shape": "linear", "period": 3600.0, "scale": 1.0}
+    params = [p for p in table[kind] if p in valid]
+    if kind == "burst":  # a plain burst; a profiled one (points instead of rate) is tried under kind = "profile"
+        params = ["rate", "size"]
+    return kind, {"kind": kind, **{p: valid[p] for p in params}}
 
 
 def _set(doc: dict[str, Any], path: str, value: Any) -> str:
