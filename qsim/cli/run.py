@@ -155,7 +155,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("compare", help="model and engine side by side, with ratios; --check: a verdict",
                        description="Simulate SCENARIO and run it on the engine; print both Summaries and "
                                    "engine/model ratios. With --check, a verdict per quantity (p50/p95 wait "
-                                   "and latency within 10%% or 20 ms, throughput within 3%%, dead, lost and "
+                                   "and latency within 10% or 20 ms, throughput within 3%, dead, lost and "
                                    "unfinished exact) and exit code 1 when one is out of tolerance.",
                        epilog="Exit codes: 0 success (and, with --check, every quantity within tolerance), "
                               "1 out of tolerance or another failure, 2 bad input.")
