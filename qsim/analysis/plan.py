@@ -3,9 +3,9 @@
 An SLO is ``<metric><op><number>``, e.g. ``p95_wait<=2``. Metrics name Summary
 fields: ``mean_wait``, ``p50_wait``, ``p95_wait``, ``p99_wait``, ``max_wait``,
 the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
-``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``.
-Over the run's windows: ``p95_wait<=2 in 95% of windows`` (a share of the
-windows) or ``p95_wait<=2 in every window`` (the worst one), see
+``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``, ``==``
+(``lost==0``). Over the run's windows: ``p95_wait<=2 in 95% of windows`` (a share of
+the windows) or ``p95_wait<=2 in every window`` (the worst one), see
 :mod:`qsim.analysis.windowed`.
 
 How :func:`plan` decides, point by point:
@@ -67,15 +67,15 @@ from qsim.analysis.runner import RunResult, Runner, make_runner
 from qsim.analysis.search import Key, choose_axis, point_key, recommend
 from qsim.analysis.stats import Estimate, estimate, mean_summary
 from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
-from qsim.analysis.windowed import WINDOW_ONLY, WindowMetric, parse_windowed, split_scope
+from qsim.analysis.windowed import WINDOW_METRICS, WINDOW_ONLY, WindowMetric, parse_windowed, split_scope
 from qsim.errors import ScenarioError
 from qsim.scenario import Scenario
 
 __all__ = ["SLO", "parse_slo", "plan", "PlanResult", "AUTO_START", "AUTO_STEP", "AUTO_MAX", "DEFAULT_METRICS"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                   ">": operator.gt}
-_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|<|>)\s*(?P<value>\S+)\s*$")
+                                                   ">": operator.gt, "==": operator.eq}
+_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|==|<|>)\s*(?P<value>\S+)\s*$")
 
 #: ``replications="auto"``: runs per point to start with, runs added per round, and the most per point.
 AUTO_START, AUTO_STEP, AUTO_MAX = 5, 5, 40
@@ -135,8 +135,16 @@ class SLO:
         return value is not None and _OPS[op](value, limit)
 
     def check(self, est: Estimate) -> str:
-        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring)."""
+        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring;
+        ``==`` is met when both bounds equal the value)."""
         op, limit = self.judged
+        if op == "==":
+            low, high = est.bound(False), est.bound(True)
+            if low is None or high is None:
+                return "failed"
+            if low == high == limit:
+                return "met"
+            return "undecided" if low <= limit <= high else "failed"
         bound = est.bound(self.upper)
         if bound is None:
             return "failed"
@@ -146,7 +154,10 @@ class SLO:
         return "undecided" if other is not None and _OPS[op](other, limit) else "failed"
 
     def during(self, start: float, end: float, label: str) -> SLO:
-        """The same objective judged only on the windows inside ``[start, end)`` (a plain one: in every window)."""
+        """The same objective judged only on the windows inside ``[start, end)`` (a plain one: in every window;
+        one whose metric has no per-window figure, such as ``lost`` or ``p99_wait``, stays as it is)."""
+        if not self.windowed and (self.metric not in WINDOW_METRICS or self.job_type or self.op == "=="):
+            return self
         scope = self.scope if self.windowed else "every"
         return SLO(metric=self.metric, op=self.op, value=self.value, scope=scope, share=self.share,
                    span=(start, end), label=label)
