@@ -411,8 +411,6 @@ def sweep_metric(points: Sequence[Point], x: str | Callable[[Mapping[str, Any]],
                     ax.plot([r[0]], [r[1]], "*", color="black", markersize=14, label="recommended", zorder=5)
     if goal is not None and goal.metric == m.metric and goal.job_type == m.job_type:
         ax.axhline(goal.value, color="red", linestyle="--", linewidth=1, label=f"SLO {goal}")
-    if yscale == "symlog" and key.startswith("share_of_windows("):  # a share (0..1): linear
-        yscale = "linear"
     if yscale == "symlog":
         ax.set_yscale("symlog", linthresh=0.1)  # linear below 0.1 s, so zero waits still show
     else:
