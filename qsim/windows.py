@@ -164,7 +164,7 @@ def _busy_until(x: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     ns = np.searchsorted(s, x, side="left")
     ne = np.searchsorted(e, x, side="left")
     # spans ended before x add end - start; spans running at x add x - start
-    return ce[ne] + x * (ns - ne) - cs[ns]
+    return np.asarray(ce[ne] + x * (ns - ne) - cs[ns], dtype=np.float64)
 
 
 def _grouped_max(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
