@@ -155,7 +155,12 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
 
     s = scenario if isinstance(scenario, Scenario) else load(scenario)
     check_supported(s)
-    model = await asyncio.to_thread(simulate, s, seed=seed, max_jobs=max_jobs)
+    recommend = None
+    if s.autoscalers:
+        from qsim.analysis.autoscale import advisors
+
+        recommend = advisors(s) or None
+    model = await asyncio.to_thread(simulate, s, seed=seed, max_jobs=max_jobs, recommend=recommend)
     if drain_timeout is None:
         drain_timeout = predicted_drain(s, jobs=model.jobs).timeout
     if redis_url is None:
@@ -165,13 +170,19 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
             server = await asyncio.to_thread(RedisServer(Path(tmp)).start)
             try:
                 engine = await run_scenario_async(s, server.url, seed=seed, max_jobs=max_jobs,
-                                                  drain_timeout=drain_timeout, progress=progress, keep=keep)
+                                                  drain_timeout=drain_timeout, progress=progress, keep=keep,
+                                                  recommend=recommend)
             finally:
                 server.stop()
     else:
         engine = await run_scenario_async(s, redis_url, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
-                                          progress=progress, keep=keep)
-    return compare_summaries(model.summary, engine.summary)
+                                          progress=progress, keep=keep, recommend=recommend)
+    doc = compare_summaries(model.summary, engine.summary)
+    if s.autoscalers:
+        from qsim.analysis.scalecompare import autoscaling_agreement
+
+        doc["autoscaling"] = autoscaling_agreement(model.summary, engine.summary, duration=s.duration)
+    return doc
 
 
 def compare(scenario: Scenario | str | Path | None, redis_url: str | None = None, *, seed: int | None = None,

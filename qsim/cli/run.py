@@ -47,8 +47,13 @@ def _engine(args: argparse.Namespace, scenario: Any, url: str) -> Any:
 
     progress = Progress(f"run {scenario.name} on the engine")
     try:
+        recommend = None
+        if scenario.autoscalers:
+            from qsim.analysis.autoscale import advisors
+
+            recommend = advisors(scenario) or None
         return run_scenario(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
-                            progress=progress, keep=args.keep)
+                            progress=progress, keep=args.keep, recommend=recommend)
     finally:
         progress.close()
 
@@ -130,11 +135,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                       judge_slos(slos, doc["model"], doc["engine"]))
     if args.out:
         write_windows(Path(args.out), {"model": doc["model"], "engine": doc["engine"]}, scenario)
+        for pool in doc.get("autoscaling") or {}:
+            from qsim.analysis.scaleplots import autoscaling_plot
+
+            slo = next((x.value for x in slos if x.metric == "p95_wait"), None)
+            autoscaling_plot({"model": doc["model"], "engine": doc["engine"]}, pool, slo=slo,
+                             title=f"{scenario.name}: {pool}, model beside engine").savefig(
+                Path(args.out) / f"autoscaling_{pool}.png", dpi=100)
         (Path(args.out) / "comparison.json").write_text(json.dumps(finite(doc), indent=2, allow_nan=False) + "\n")
     if args.json:
         print_json(doc)
     else:
         print(format_comparison(doc))
+        if doc.get("autoscaling"):
+            from qsim.analysis.scalecompare import format_agreement
+
+            print()
+            print(format_agreement(doc["autoscaling"]))
         if args.windows:
             print()
             print(format_window_comparison(doc["model"], doc["engine"]))

@@ -15,7 +15,9 @@ the real queue's metrics from Redis — what a KEDA/Prometheus setup sees:
   (:meth:`qsim.engine.AsyncQueue.job_records`: fine for a harness run's few
   thousand jobs, not for a production queue);
 
-and acts on :class:`~qsim.harness.processes.WorkerProcesses` as a deployment
+(the controller is told the poll's nominal time, ``k x poll``, as the model's
+is, so delays and windows compare the same numbers on both sides) and acts on
+:class:`~qsim.harness.processes.WorkerProcesses` as a deployment
 controller would: a scale-up spawns processes at once, each taking work only
 after its cold start (the pool's ``"start_delay"`` stream,
 :class:`~qsim.workload.StartDelays`, as in the model: the process waits for
@@ -112,43 +114,57 @@ class EngineAutoscaler:
         import redis.asyncio
 
         self._client = redis.asyncio.Redis.from_url(self.url)
+        watcher = asyncio.create_task(self._watch_ready())
         k = 0
         try:
             while True:
                 delay = self.loop_t0 + k * self.spec.poll - asyncio.get_running_loop().time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                await self.poll()
+                await self.poll(k * self.spec.poll)
                 k += 1
         finally:
+            watcher.cancel()
+            try:
+                await watcher
+            except asyncio.CancelledError:
+                pass
             await self._client.aclose()
             for q in self.queues:
                 await q.close()
 
-    async def _collect_ready(self) -> None:
-        while True:
-            got = await self._client.lpop(self.ready_key)
-            if got is None:
-                return
-            wid = got.decode() if isinstance(got, bytes) else str(got)
-            if wid in self.starting:
-                del self.starting[wid]
-                self.ready.add(wid)
-                t = self.now()
-                self._step(t, +1)
-                self.tally.readied(t, 1)
+    async def _watch_ready(self) -> None:
+        """Note each new process as it reports that it takes work (a blocking pop on its ready list)."""
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(self.url)
+        try:
+            while True:
+                got = await client.blpop([self.ready_key], timeout=1)
+                if got:
+                    self._readied(got[1])
+        finally:
+            await client.aclose()
+
+    def _readied(self, raw: bytes | str) -> None:
+        wid = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if wid in self.starting:
+            del self.starting[wid]
+            self.ready.add(wid)
+            t = self.now()
+            self._step(t, +1)
+            self.tally.readied(t, 1)
 
     def _step(self, t: float, delta: int) -> None:
         self.steps.append((t, self.steps[-1][1] + delta))
 
-    async def poll(self) -> None:
-        """One decision: read the metrics, ask the controller, start or stop processes."""
-        await self._collect_ready()
-        now = self.now()
+    async def poll(self, now: float) -> None:
+        """One decision at the poll's time ``now`` (its nominal time, ``k x poll``: the controller's clock
+        is the schedule's, as in the model, not the loop's jitter): read the metrics, decide, act."""
         live = [w for w in self.ready if w not in self.ended]
         before = len(live) + len(self.starting)
         obs = await self.observe(now, before, len(live))
-        after = self.control.decide(obs)
+        after = await asyncio.to_thread(self.control.decide, obs)  # a qsim policy's advice may plan for a while
         self.tally.polled(now, before, after)
         if after > before:
             self.scale_up(after - before, now)

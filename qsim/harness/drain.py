@@ -76,17 +76,18 @@ def drain_timeout(settle: float) -> float:
 
 
 def predicted_drain(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None,
-                    jobs: pd.DataFrame | None = None) -> Drain:
+                    jobs: pd.DataFrame | None = None, recommend: Mapping[str, Any] | None = None) -> Drain:
     """The model's settle time for this run and the default drain timeout.
 
     Args:
         jobs: The model's job records of this very run (scenario, seed,
-            ``max_jobs``) when already simulated; else the model runs here.
+            ``max_jobs``) when already simulated; else the model runs here
+            (``recommend``: for its ``qsim`` autoscalers, as :func:`qsim.model.simulate`).
     """
     if jobs is None:
         from qsim.model import simulate
 
-        jobs = simulate(scenario, seed=seed, max_jobs=max_jobs).jobs
+        jobs = simulate(scenario, seed=seed, max_jobs=max_jobs, recommend=recommend).jobs
     settle = settle_time(jobs)
     return Drain(settle=settle, timeout=drain_timeout(settle))
 

@@ -21,7 +21,7 @@ import math
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,9 @@ import redis.asyncio
 from qsim.display import summary_html, summary_line
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
 from qsim.errors import HarnessError, NotSupportedError, QsimError
+from qsim.autoscale.hpa import Recommend
 from qsim.harness.aio import run_sync
+from qsim.harness.autoscaling import EngineAutoscaler
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.harness.processes import WorkerProcesses, apply_limits
@@ -92,8 +94,6 @@ def check_supported(scenario: Scenario) -> None:
             if not float(w).is_integer():
                 raise NotSupportedError(f"{label}: not supported by the engine: pools[{i}].weights.{q} = {w} "
                                         f"(engine weights are whole numbers)")
-    if scenario.autoscalers:
-        raise NotSupportedError(f"{label}: not supported by the engine harness yet: autoscalers")
 
 
 async def _redis_now(client: redis.asyncio.Redis) -> float:
@@ -102,7 +102,8 @@ async def _redis_now(client: redis.asyncio.Redis) -> float:
 
 
 async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, drain: Drain,
-               progress: Progress | None, keep: bool, logdir: Path) -> EngineResult:
+               progress: Progress | None, keep: bool, logdir: Path,
+               recommend: Mapping[str, Recommend] | None = None) -> EngineResult:
     plan = plan_jobs(scenario, seed=seed, max_jobs=max_jobs)
     prefix = f"qsim-run-{secrets.token_hex(4)}"
     client = redis.asyncio.Redis.from_url(url)
@@ -123,6 +124,9 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         processes = {p.name: [(0.0, p.workers)] for p in scenario.pools}
         added: dict[str, PlannedJob] = {}
         events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0, slot_changes, processes))
+        scalers = [EngineAutoscaler(scenario, spec, pools, url=url, prefix=prefix, seed=seed, loop_t0=loop_t0,
+                                    recommend=(recommend or {}).get(spec.pool)) for spec in scenario.autoscalers]
+        polls = [asyncio.create_task(a.run()) for a in scalers]
         try:
             async with FlowProducer(redis=url, prefix=prefix) as flows:
                 await _produce(plan, scenario, queues, flows, added, loop_t0, progress, len(plan))
@@ -137,6 +141,18 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
                 pass
             except (QsimError, OSError) as e:  # a process that did not start: the run goes on without it
                 logger.error("a scenario event failed: %s", e)
+            for task in polls:
+                task.cancel()
+            for task in polls:
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        ended = asyncio.get_running_loop().time() - loop_t0
+        for a in scalers:
+            await a.finish()
+            processes[a.spec.pool] = list(a.steps)
+        slot_changes = _with_scaled_slots(slot_changes, scalers, scenario)
         if unsettled:
             logger.warning("%s", unsettled_message(unsettled, drain.timeout))
         exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
@@ -151,8 +167,29 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         await client.aclose()
     summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup,
                         window=scenario.window_length)
+    if scalers:
+        summary["autoscaling"] = {a.spec.pool: a.section(ended, records.attempts)  # type: ignore[typeddict-unknown-key]
+                                  for a in scalers}
     return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
                         exit_codes=exit_codes, prefix=prefix, drain_timeout=drain.timeout, unsettled=unsettled)
+
+
+def _with_scaled_slots(changes: list[tuple[float, int]], scalers: list[EngineAutoscaler],
+                       scenario: Scenario) -> list[tuple[float, int]]:
+    """The run's slot count over time: the events' changes and each autoscaled pool's processes taking work."""
+    deltas = [(t, b - a) for t, a, b in _deltas(changes)]
+    for s in scalers:
+        c = scenario.pool(s.spec.pool).concurrency
+        deltas += [(t, (b - a) * c) for t, a, b in _deltas(s.steps)]
+    out = [changes[0]]
+    for t, d in sorted(deltas, key=lambda x: x[0]):
+        if d:
+            out.append((t, out[-1][1] + d))
+    return out
+
+
+def _deltas(steps: list[tuple[float, int]]) -> list[tuple[float, int, int]]:
+    return [(t, a, b) for (_, a), (t, b) in zip(steps, steps[1:])]
 
 
 async def _produce(plan: list[PlannedJob], scenario: Scenario, queues: dict[str, AsyncQueue], flows: FlowProducer,
@@ -298,7 +335,8 @@ async def _delete_keys(client: redis.asyncio.Redis, prefix: str) -> None:
 async def run_scenario_async(scenario: Scenario, redis_url: str, *, seed: int | None = None,
                              max_jobs: int | None = None, drain_timeout: float | None = None,
                              progress: Progress | None = None, keep: bool = False,
-                             logdir: str | Path | None = None) -> EngineResult:
+                             logdir: str | Path | None = None,
+                             recommend: Mapping[str, Recommend] | None = None) -> EngineResult:
     """Run ``scenario`` on the engine against ``redis_url``, in real time (``await`` it in a notebook).
 
     Args:
@@ -311,11 +349,13 @@ async def run_scenario_async(scenario: Scenario, redis_url: str, *, seed: int | 
         progress: Called with the fraction done, now and then.
         keep: Leave the run's keys in Redis (prefix ``qsim-run-<hex>``).
         logdir: Where worker processes write their logs (default: a temp dir).
+        recommend: Per autoscaled pool whose policy scales on ``qsim advise``'s recommendation, the
+            function making it (:class:`qsim.advise.load.LoadAdvisor`; ``qsim run`` passes it).
     """
     check_supported(scenario)
     seed = scenario.seed if seed is None else seed
     if drain_timeout is None:
-        drain = await asyncio.to_thread(predicted_drain, scenario, seed=seed, max_jobs=max_jobs)
+        drain = await asyncio.to_thread(predicted_drain, scenario, seed=seed, max_jobs=max_jobs, recommend=recommend)
         logger.info("drain timeout %.0f s: the model settles %.1f s after the last arrival", drain.timeout,
                     drain.settle)
     else:
@@ -324,19 +364,19 @@ async def run_scenario_async(scenario: Scenario, redis_url: str, *, seed: int | 
         drain = Drain(settle=0.0, timeout=float(drain_timeout))
     if logdir is None:
         with tempfile.TemporaryDirectory(prefix="qsim-run-") as tmp:
-            return await _run(scenario, redis_url, seed, max_jobs, drain, progress, keep, Path(tmp))
+            return await _run(scenario, redis_url, seed, max_jobs, drain, progress, keep, Path(tmp), recommend)
     Path(logdir).mkdir(parents=True, exist_ok=True)
-    return await _run(scenario, redis_url, seed, max_jobs, drain, progress, keep, Path(logdir))
+    return await _run(scenario, redis_url, seed, max_jobs, drain, progress, keep, Path(logdir), recommend)
 
 
 def run_scenario(scenario: Scenario, redis_url: str, *, seed: int | None = None, max_jobs: int | None = None,
                  drain_timeout: float | None = None, progress: Progress | None = None, keep: bool = False,
-                 logdir: str | Path | None = None) -> EngineResult:
+                 logdir: str | Path | None = None, recommend: Mapping[str, Recommend] | None = None) -> EngineResult:
     """:func:`run_scenario_async` from sync code; inside a running event loop (Jupyter) it runs
     in a worker thread (:func:`qsim.harness.aio.run_sync`). Same arguments."""
     return run_sync(lambda: run_scenario_async(scenario, redis_url, seed=seed, max_jobs=max_jobs,
                                                drain_timeout=drain_timeout, progress=progress, keep=keep,
-                                               logdir=logdir))
+                                               logdir=logdir, recommend=recommend))
 
 
 if os.name != "posix":  # pragma: no cover - signals and sessions are POSIX
