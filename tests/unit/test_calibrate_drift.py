@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,69 +14,13 @@ import pytest
 
 import qsim.calibrate as cal
 from qsim import dists
-from qsim.calibrate.arrivals import ArrivalFit, fit_arrivals
+from qsim.calibrate.arrivals import fit_arrivals
 from qsim.calibrate.drift import DAY, constant_rate_test, fit_profile, window_counts
 from qsim.cli import main
 from qsim.model import simulate
 from qsim.scenario import Scenario
 
-#: 120 s at each rate: the fitted rate of a 10/s segment has a standard error under 3% (1,200 jobs), so
-#: 10% is more than three of them (in a study of 150 seeds the largest error was 7.9%).
-STEP = dists.RateProfile(points=((0.0, 10.0), (120.0, 40.0), (240.0, 10.0), (360.0, 10.0)), shape="step")
-RAMP = dists.RateProfile(points=((0.0, 10.0), (360.0, 50.0)), shape="linear")
-SPAN = 360.0
-
-#: The drift scenario: a step profile (10 -> 40 -> 10 jobs/s), a linear ramp (10 -> 50), a stationary
-#: Poisson stream and true batches (20 jobs at once every 5 s), 360 s. The engine check runs it too
-#: (tests/engine/test_calibrate_drift.py).
-DRIFT: dict[str, Any] = {
-    "name": "drift", "seed": 11, "duration": SPAN, "queues": [{"name": "q"}],
-    "jobs": [
-        {"name": "step", "queue": "q", "arrival": {"kind": "profile", **STEP.as_table()},
-         "service": {"kind": "constant", "mean": 0.002}},
-        {"name": "ramp", "queue": "q", "arrival": {"kind": "profile", **RAMP.as_table()},
-         "service": {"kind": "constant", "mean": 0.002}},
-        {"name": "steady", "queue": "q", "arrival": {"kind": "poisson", "rate": 20.0},
-         "service": {"kind": "constant", "mean": 0.002}},
-        {"name": "batches", "queue": "q", "arrival": {"kind": "burst", "rate": 4.0, "size": 20},
-         "service": {"kind": "constant", "mean": 0.002}},
-    ],
-    "pools": [{"name": "p", "queues": ["q"], "workers": 2, "concurrency": 16}],
-}
-#: Windows of this length (the Summary's default) are compared where the truth expects at least 200 jobs.
-WINDOW = 60.0
-
-
-def window_errors(fit: ArrivalFit, truth: dists.RateProfile, span: float, offset: float = 0.0) -> list[float]:
-    """Relative error of the fitted rate against the truth per WINDOW-long window holding >= 200 jobs.
-
-    ``offset``: where the truth's time 0 is on the fit's clock (the calibration window may start
-    a little before the first arrival)."""
-    prof = fit.profile
-    assert prof is not None
-    errors = []
-    for a in np.arange(0.0, span - WINDOW / 2, WINDOW):
-        b = min(a + WINDOW, span)
-        want = truth.mean_between(a, b)
-        if want * (b - a) >= 200:
-            errors.append(abs(prof.mean_between(a + offset, b + offset) / want - 1))
-    assert errors
-    return errors
-
-
-def check_recovery(fits: dict[str, ArrivalFit], span: float, offset: float = 0.0) -> dict[str, Any]:
-    """The checks of the drift scenario on one calibration; returns the figures for the report."""
-    step, ramp, steady, batches = (fits[t] for t in ("step", "ramp", "steady", "batches"))
-    assert step.kind == "profile" and step.profile is not None and step.profile.shape == "step", step.note
-    assert ramp.kind == "profile" and ramp.profile is not None, ramp.note
-    assert steady.kind == "poisson", steady.note
-    assert batches.kind == "burst" and abs(batches.size - 20) <= 1 and batches.profile is None, batches.note
-    e_step, e_ramp = window_errors(step, STEP, span, offset), window_errors(ramp, RAMP, span, offset)
-    assert max(e_step) < 0.10, e_step
-    assert max(e_ramp) < 0.10, e_ramp
-    assert step.drift is not None and [round(c) for c in step.drift.change_points] == [120, 240]
-    return {"step": max(e_step), "ramp": max(e_ramp), "steady_p": steady.p_change, "size": batches.size}
-
+from drift_cases import DRIFT, RAMP, SPAN, STEP, check_recovery
 
 # --------------------------------------------------------------------------- drawn arrivals
 
@@ -222,3 +165,36 @@ def test_a_type_that_stopped_is_a_profile_not_a_burst(tmp_path: Path, capsys: py
     late = jobs[(jobs["type"] == "stopped")]["enqueued"]
     assert late.max() < 151.0 and len(late) == pytest.approx(1500, rel=0.1)
     assert (tmp_path / "plots" / "stopped.png").stat().st_size > 10_000
+
+
+# --------------------------------------------------------------------------- advise plans on the same fit
+
+
+def test_advise_plans_on_the_latest_rate_of_a_profile() -> None:
+    from qsim.advise import advise_from
+    from qsim.advise.core import steady_calibration
+    from qsim.analysis.theory import mmc_wait_quantile
+
+    # Given a queue whose rate stepped from 5/s to 20/s half-way through the window (exponential 0.25 s),
+    # and another type that stopped arriving
+    s = Scenario.from_dict({
+        "name": "stepped", "seed": 3, "duration": 300.0, "queues": [{"name": "q"}],
+        "jobs": [{"name": "j", "queue": "q", "service": {"kind": "exponential", "mean": 0.25},
+                  "arrival": {"kind": "profile", "points": [[0, 5.0], [150, 20.0], [300, 20.0]], "shape": "step"}},
+                 {"name": "gone", "queue": "q", "service": {"kind": "exponential", "mean": 0.01},
+                  "arrival": {"kind": "profile", "points": [[0, 2.0], [100, 0.0], [300, 0.0]], "shape": "step"}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 6, "concurrency": 2}]})
+    c = cal.from_frame(simulate(s, seed=1).records.jobs)
+    assert c.types["j"].arrival.kind == "profile" and c.types["gone"].arrival.kind == "profile"
+    # p95 wait <= 0.3 s: at 20/s Erlang C needs 8 slots (4 workers x 2); at the window's mean (12.5/s) 6 would do
+    assert mmc_wait_quantile(0.95, 6, 20.0, 4.0) > 0.3 > mmc_wait_quantile(0.95, 8, 20.0, 4.0)
+    assert mmc_wait_quantile(0.95, 6, 12.5, 4.0) < 0.3
+    # When advised
+    a = advise_from(c, "p95_wait<=0.3", concurrency=2, replications=5, jobs_per_run=5000, processes=1)
+    # Then it planned on the latest rate (a stationary arrival at it), and says so
+    assert a.arrival_rate == pytest.approx(20.0, rel=0.08)
+    assert a.recommended_workers == 4
+    assert a.scenario.job("j").arrival.kind == "poisson" and a.scenario.job("gone").arrival is None
+    assert any("'j': the rate changed within the window" in w and "latest rate" in w for w in a.warnings)
+    steady, notes = steady_calibration(c)
+    assert len(notes) == 2 and steady.types["gone"].arrival.rate == 0.0
