@@ -421,7 +421,7 @@ class RateProfile:
         i = np.clip(np.searchsorted(x, t, side="right") - 1, 0, r0.size - 1)
         u = np.clip(t - x[i], 0.0, x[i + 1] - x[i])
         slope = (r1[i] - r0[i]) / (x[i + 1] - x[i])
-        return lam[i] + r0[i] * u + slope * u * u / 2
+        return np.asarray(lam[i] + r0[i] * u + slope * u * u / 2, dtype=float)
 
     def invert(self, y: Any) -> np.ndarray:
         """``Λ⁻¹(y)``: the earliest time by which ``y`` arrivals are expected (``y >= 0``)."""

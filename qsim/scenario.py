@@ -8,12 +8,12 @@ A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
 
     shop.toml: jobs[1].service.cv must be >= 0, got -1
 
-Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
-qsim extends it with ``description`` (one line: what the scenario shows),
-``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``,
-rate profiles (``arrival = {kind = "profile", points = [[t, rate], ...], shape, period, scale}``,
-and a ``burst`` with ``points`` instead of ``rate``) and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
-e.g. the tenant a keyed rate limit reads).
+Times are seconds, rates per second. Every key, with its default, unit and
+valid values, is in ``docs/reference/scenario.md``; ``tests/docs/test_reference.py``
+fails when a key exists here and not there, or the other way round. Besides
+plain rates, arrivals may follow a rate profile (``kind = "profile"``, and a
+``burst`` with ``points`` instead of ``rate``); ``jobs[].payload`` is the data
+real handlers receive in a load test, a template (:mod:`qsim.templates`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any, TypeVar, cast
 from qsim import dists
 from qsim.backoff import BACKOFF_KINDS, backoff_ms
 from qsim.errors import ScenarioError
+from qsim.templates import template_errors
 
 __all__ = [
     "Scenario",
@@ -128,6 +129,7 @@ class JobType:
     fan_out: FanOut | None = None
     flow: Flow | None = None
     data: Mapping[str, Any] | None = None  # JSON fields every job of this type carries (e.g. its tenant)
+    payload: Mapping[str, Any] | None = None  # load tests: the data real handlers receive (qsim.templates)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -398,7 +400,7 @@ def _num(x: float) -> str:
 _TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "engine")
 _QUEUE_KEYS = ("name", "rate_limit", "concurrency_limit", "aging")
 _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "poison_prob", "attempts",
-             "backoff", "timeout", "fan_out", "flow", "data")
+             "backoff", "timeout", "fan_out", "flow", "data", "payload")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
 _ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay")
@@ -475,6 +477,7 @@ def _parse_job(t: _Table) -> JobType:
         if fan_out else None,
         flow=_parse_flow(flow) if flow else None,
         data=_parse_data(t) if t.has("data") else None,
+        payload=_parse_payload(t) if t.has("payload") else None,
     )
 
 
@@ -493,6 +496,18 @@ def _parse_data(t: _Table) -> dict[str, Any]:
             raise t.where.error(f"{key}.{name}", f"is reserved for the harness's planned payload "
                                                  f"({', '.join(RESERVED_DATA)}): choose another field name")
     return cast(dict[str, Any], _json_value(raw, key, t.where, 0))
+
+
+def _parse_payload(t: _Table) -> dict[str, Any]:
+    """``jobs[].payload``: a template table of JSON values whose strings may hold placeholders."""
+    raw = t.raw["payload"]
+    key = t.key("payload")
+    if not isinstance(raw, Mapping):
+        raise t.where.error(key, f"must be a table of JSON values (a payload template), got {_show(raw)}")
+    value = cast(dict[str, Any], _json_value(raw, key, t.where, 0))
+    for bad_key, problem in template_errors(value, key):
+        raise t.where.error(bad_key, problem)
+    return value
 
 
 def _json_value(value: Any, key: str, where: _Where, depth: int) -> Any:

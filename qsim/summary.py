@@ -1,4 +1,4 @@
-"""The Summary: one function turns records into the JSON contract of DESIGN.md.
+"""The Summary: one function turns records into the JSON contract (``docs/reference/summary.md``).
 
 The model, the engine harness and the analysis all call :func:`summarize`, so a
 prediction and a measurement are the same quantity, defined the same way:
@@ -42,7 +42,7 @@ def field_value(summary: Mapping[str, Any], path: str) -> Any:
     return node
 
 
-# The JSON contract (DESIGN.md), spelled out for editors and type checkers. At run time a
+# The JSON contract (docs/reference/summary.md), spelled out for editors and type checkers. At run time a
 # Summary is a plain dict: json.dumps, equality and indexing work as before.
 
 class Stats(TypedDict):
@@ -86,7 +86,7 @@ class QueueSummary(TypedDict):
 
 
 class Summary(TypedDict):
-    """The Summary of one run, model or engine (the JSON contract of DESIGN.md)."""
+    """The Summary of one run, model or engine (the JSON contract: docs/reference/summary.md)."""
 
     scenario: str
     source: str
