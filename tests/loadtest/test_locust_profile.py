@@ -148,9 +148,9 @@ def test_headless_locust_adds_per_window_follow_the_profile(redis_url: str, tmp_
         with pytest.raises(JobNotFound):  # and no more
             q.get_job(f"lt-p-day-{drawn.size}")
         at = np.array([float(j.enqueued_at) for j in jobs])  # type: ignore[union-attr,arg-type]
-    t0 = at[0] - drawn[0]  # the window opened here (Redis clock)
+    t0 = float(np.min(at - drawn))  # the window opened here (Redis clock): no add comes before its time
     late = at - t0 - drawn
-    assert late.min() > -0.05 and np.percentile(late, 99) < LATE, (late.min(), np.percentile(late, 99))
+    assert np.percentile(late, 99) < LATE, np.percentile(late, [50, 99, 100])
     # ... so the adds per 4 s window follow the profile: 50, 150, 50 jobs/s (Poisson noise allowed)
     counts = per_window(at - t0, 4.0, 3)
     expected = np.array([fast.job("day").arrival.profile.cumulative(b) - fast.job("day").arrival.profile.cumulative(a)  # type: ignore[union-attr]

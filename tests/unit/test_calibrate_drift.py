@@ -20,7 +20,7 @@ from qsim.cli import main
 from qsim.model import simulate
 from qsim.scenario import Scenario
 
-from drift_cases import DRIFT, RAMP, SPAN, STEP, check_recovery
+from drift_cases import DRIFT, RAMP, SPAN, STEP, STOPPED, check_recovery
 
 # --------------------------------------------------------------------------- drawn arrivals
 
@@ -31,7 +31,8 @@ def test_step_and_ramp_are_profiles_not_bursts(seed: int) -> None:
     fits = {"step": fit_arrivals(dists.ProfileArrivals(profile=STEP).times(rng, SPAN), 0.0, SPAN),
             "ramp": fit_arrivals(dists.ProfileArrivals(profile=RAMP).times(rng, SPAN), 0.0, SPAN),
             "steady": fit_arrivals(dists.PoissonArrivals(rate=20.0).times(rng, SPAN), 0.0, SPAN),
-            "batches": fit_arrivals(dists.BurstArrivals(rate=4.0, size=20).times(rng, SPAN), 0.0, SPAN)}
+            "batches": fit_arrivals(dists.BurstArrivals(rate=4.0, size=20).times(rng, SPAN), 0.0, SPAN),
+            "stopped": fit_arrivals(dists.ProfileArrivals(profile=STOPPED).times(rng, SPAN), 0.0, SPAN)}
     check_recovery(fits, SPAN)
     step, ramp = fits["step"], fits["ramp"]
     assert ramp.profile is not None and ramp.profile.shape == "linear" and ramp.drift is not None
@@ -116,7 +117,9 @@ def test_model_runs_are_recovered(tmp_path: Path) -> None:
     # When calibrated from its job records
     c = cal.from_frame(jobs[["type", "enqueued", "started", "finished"]])
     # Then each type comes back as it was made
-    check_recovery({t: f.arrival for t, f in c.types.items()}, c.window[1] - c.window[0], offset=-c.window[0])
+    figures = check_recovery({t: f.arrival for t, f in c.types.items()}, c.window[1] - c.window[0],
+                             offset=-c.window[0])
+    print("model recovery:", figures)
     # and the written scenario runs the profiles
     path = tmp_path / "drift.toml"
     written = c.write(path)
@@ -126,7 +129,7 @@ def test_model_runs_are_recovered(tmp_path: Path) -> None:
     n = (again["type"] == "step").sum()
     assert n == pytest.approx(STEP.cumulative(SPAN), rel=0.1)
     pngs = c.plots(tmp_path / "plots")
-    assert {p.name for p in pngs} == {"step.png", "ramp.png", "steady.png", "batches.png"}
+    assert {p.name for p in pngs} == {"step.png", "ramp.png", "steady.png", "batches.png", "stopped.png"}
 
 
 # --------------------------------------------------------------------------- the CSV case
