@@ -159,13 +159,13 @@ def _batches(t: np.ndarray, eps: float) -> np.ndarray:
     return np.diff(np.concatenate([idx, [t.size]]))
 
 
-def _profile_note(test: ConstancyTest, fit: ProfileFit, what: str = "") -> str:
+def _profile_note(test: ConstancyTest, fit: ProfileFit) -> str:
     prof = fit.profile
     assert prof is not None
     rates = [r for _, r in prof.points]
     where = {"steps": f"{fit.segments} steps", "linear": f"piecewise linear, {len(prof.points)} knots",
              "daily": "hour of the day, period 86400 s"}[fit.model]
-    note = (f"{what}rate changes over the window (test of one rate: p = {test.p_change:.2g}, KS p {test.p_ks:.2g}, "
+    note = (f"rate changes over the window (test of one rate: p = {test.p_change:.2g}, KS p {test.p_ks:.2g}, "
             f"dispersion p {test.p_over:.2g}): {where} by BIC, {min(rates):.4g} to {max(rates):.4g}/s; "
             f"counts within the profile: dispersion p {fit.p_fit:.2g}")
     if fit.p_fit < 0.01:

@@ -31,16 +31,17 @@ BIC is chosen:
   change point each: BIC), found exactly by dynamic programming with PELT
   pruning; each change point is then moved, within one window either way, to
   the arrival time that maximises the likelihood of the two segments beside
-  it. ``p = 2m - 1`` for ``m`` segments. Written as ``shape = "step"``;
-- ``linear``: a piecewise-linear rate with knots at the window's ends and at the
-  middle of each segment of ``steps``, the knots' rates by maximum likelihood
-  (``p`` = knots + the ``m - 1`` change points that placed them). A ramp comes
-  out so; ``shape = "linear"``;
+  it; neighbours are merged again while that lowers the penalised likelihood.
+  ``p = 2m - 1`` for ``m`` segments. Written as ``shape = "step"``;
+- ``linear``: a piecewise-linear rate, the knots' rates by maximum likelihood:
+  a trend (knots at the window's ends, ``p = 2``), or knots at the window's
+  ends and the middle of each segment of ``steps``, inner knots dropped one
+  at a time while BIC falls (``p = 2K - 2`` for ``K`` knots: a rate per knot,
+  a place per inner knot). A ramp comes out so; ``shape = "linear"``;
 - ``daily`` (only when the window spans at least two days): a rate per hour of
-  the day, repeated with ``period = 86400`` (hours of the UTC day for a Unix
-  clock, else hours from the window's start), hour by hour (step, the hour's
-  mean rate) or linear between the hours' middles (maximum likelihood);
-  ``p = 24``.
+  the day of the source's clock (UTC for Unix seconds), repeated with
+  ``period = 86400``, hour by hour (step, the hour's mean rate) or linear
+  between the hours' middles (maximum likelihood); ``p = 24``.
 
 The chosen profile's fit is checked with a **dispersion test within it**:
 Pearson's ``X^2 = sum((c - mu)^2 / mu)`` over the windows, against
@@ -59,7 +60,7 @@ from scipy import optimize, special, stats
 
 from qsim.dists import RateProfile
 
-__all__ = ["ALPHA_CHANGE", "DAY", "ConstancyTest", "ProfileFit", "window_counts", "constant_rate_test",
+__all__ = ["ALPHA_CHANGE", "DAY", "MAX_KNOTS", "ConstancyTest", "ProfileFit", "window_counts", "constant_rate_test",
            "fit_profile", "segment_counts"]
 
 #: A rate is taken to change over the window when the test of a constant rate gives p below this.

@@ -157,6 +157,8 @@ def test_headless_locust_adds_per_window_follow_the_profile(redis_url: str, tmp_
                          for a, b in ((0, 4), (4, 8), (8, 12))])
     assert np.all(np.abs(counts - expected) < 4 * np.sqrt(expected) + 3), (counts, expected)
     assert counts[1] > 2.5 * max(counts[0], counts[2])  # the peak, not the mean
+    print("adds per 4 s window:", counts, "expected:", expected.round(1), "late p50/p99/max (s):",
+          np.percentile(late, [50, 99, 100]).round(3))
     # and the model comparison ran the same jobs (the enqueue times replayed)
     model = (tmp_path / "run_model.csv").read_text()
     assert "day,wait" in model and "model vs load test" in proc.stderr
