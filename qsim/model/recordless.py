@@ -24,7 +24,7 @@ built) and the job-table columns dispatch reads (type, queue, priority as
 lists, enqueued and service as arrays: about 41 bytes a job, the arrival feed
 reads the enqueued column itself). Measured with tracemalloc at 10^6 M/M/c
 jobs: about 82 MB at the peak (while the model is built from the draws),
-41 MB while it runs, against about 525 MB with records. The record columns
+41 MB while it runs, against about 285 MB with records (frames and Summary included). The record columns
 (started, finished, attempts, worker, outcome, ...), the DataFrames and the
 time series are never built; the statistics are bounded (a histogram per job
 type and statistic, and buffers of at most :data:`FLUSH` values). The waiting
