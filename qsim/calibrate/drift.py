@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 from qsim.dists import RateProfile
 
@@ -259,6 +259,50 @@ def _step_profile(rel: np.ndarray, bounds: list[float]) -> tuple[RateProfile, np
     return RateProfile(points=tuple(pts), shape="step"), rates
 
 
+def _nonnegative_poisson(basis: np.ndarray, counts: np.ndarray, start: np.ndarray, *,
+                         iterations: int = 100) -> np.ndarray:
+    """The rates ``r >= 0`` that maximise the Poisson likelihood of ``counts`` with means ``basis @ r``
+    (a concave problem): projected Newton steps, halved until the likelihood rises."""
+    col = basis.sum(axis=0)
+    scale = max(float(np.max(start)), 1e-9)
+    r = np.maximum(start, 1e-6 * scale)
+
+    def nll(r: np.ndarray) -> float:
+        mu = basis @ r
+        if np.any((mu <= 0) & (counts > 0)):
+            return math.inf
+        return float(mu.sum() - np.sum(special.xlogy(counts, mu)))
+
+    f = nll(r)
+    for _ in range(iterations):
+        mu = np.maximum(basis @ r, 1e-300)
+        w = counts / mu
+        g = col - basis.T @ w
+        hess = (basis * (w / mu)[:, None]).T @ basis
+        free = (r > 0) | (g < 0)  # a rate at 0 whose gradient pushes it below stays there
+        if not free.any():
+            break
+        d = np.zeros_like(r)
+        hf = hess[np.ix_(free, free)]
+        d[free] = np.linalg.lstsq(hf + 1e-12 * np.trace(hf) * np.eye(hf.shape[0]), g[free], rcond=None)[0]
+        flat = free & (np.diag(hess) <= 1e-12 * max(float(np.max(np.diag(hess))), 1e-300))
+        d[flat] = r[flat]  # no counts under this knot: its rate goes to 0
+        t, new, fn = 1.0, r, f
+        while t > 1e-10:
+            new = np.maximum(r - t * d, 0.0)
+            fn = nll(new)
+            if fn < f:
+                break
+            t /= 2
+        if not fn < f:
+            break
+        done = f - fn <= 1e-10 * max(1.0, abs(f))
+        r, f = new, fn
+        if done:
+            break
+    return np.asarray(r, dtype=float)
+
+
 def _linear_ml(counts: np.ndarray, edges: np.ndarray, knots: np.ndarray, start: np.ndarray,
                period: float | None) -> tuple[RateProfile, float]:
     """The piecewise-linear profile through ``knots`` whose knot rates maximise the likelihood of the counts."""
@@ -267,14 +311,7 @@ def _linear_ml(counts: np.ndarray, edges: np.ndarray, knots: np.ndarray, start: 
     for j in range(k):
         unit = tuple((float(t), 1.0 if i == j else 0.0) for i, t in enumerate(knots))
         basis[:, j] = _expected(RateProfile(points=unit, shape="linear", period=period), edges)
-    col = basis.sum(axis=0)
-
-    def f(r: np.ndarray) -> tuple[float, np.ndarray]:
-        mu = np.maximum(basis @ r, 1e-12)
-        return float(mu.sum() - np.sum(special.xlogy(counts, mu))), col - basis.T @ (counts / mu)
-
-    res = optimize.minimize(f, np.maximum(start, 1e-9), jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * k)
-    r = np.maximum(res.x, 0.0)
+    r = _nonnegative_poisson(basis, counts.astype(float), np.asarray(start, dtype=float))
     if not np.any(r > 0):
         r = np.maximum(start, 0.0)
     prof = RateProfile(points=tuple((_round_t(float(t)), _round_r(float(v))) for t, v in zip(knots, r)),
@@ -310,9 +347,11 @@ def _daily(rel: np.ndarray, counts: np.ndarray, edges: np.ndarray, span: float,
 
 
 def _linear_candidates(counts: np.ndarray, edges: np.ndarray, span: float, bounds: list[float], rates: np.ndarray,
-                       ln_n: float) -> tuple[RateProfile, float, int]:
+                       ln_n: float, to_beat: float = math.inf) -> tuple[RateProfile, float, int]:
     """The best piecewise-linear profile by BIC: a trend (knots at the window's ends), or knots at the ends
-    and the middles of the segments of ``steps``, inner knots dropped one at a time while BIC falls."""
+    and the middles of the segments of ``steps``, inner knots dropped one at a time while BIC falls (not
+    tried when even dropping every inner knot at no loss could not beat ``to_beat``, another candidate's BIC:
+    fewer knots never fit better)."""
     n = float(counts.sum())
     trend, ll = _linear_ml(counts, edges, np.array([0.0, span]), np.full(2, n / span), None)
     best = (trend, ll, 2)
@@ -327,7 +366,8 @@ def _linear_candidates(counts: np.ndarray, edges: np.ndarray, span: float, bound
         return -2 * ll + (2 * k - 2) * ln_n
 
     cur = (prof, ll, knots)
-    while cur[2].size > 2 and cur[2].size <= MAX_KNOTS:
+    hopeless = bic(ll, knots.size) - (knots.size - 2) * 2 * ln_n >= min(to_beat, bic(best[1], 2))
+    while not hopeless and cur[2].size > 2 and cur[2].size <= MAX_KNOTS:
         rates_at = cur[0].rate_at(cur[2])
         tries = []
         for j in range(1, cur[2].size - 1):
@@ -366,7 +406,8 @@ def fit_profile(rel: np.ndarray, span: float, counts: np.ndarray, edges: np.ndar
     if m > 1:
         step, rates = _step_profile(rel, bounds)
         cands.append(("steps", step, _loglik(counts, _expected(step, edges)), 2 * m - 1, bounds[1:-1]))
-    lin, ll, p = _linear_candidates(counts, edges, span, bounds, rates, ln_n)
+    lin, ll, p = _linear_candidates(counts, edges, span, bounds, rates, ln_n,
+                                    to_beat=-2 * cands[-1][2] + cands[-1][3] * ln_n)
     cands.append(("linear", lin, ll, p, bounds[1:-1]))
     if span >= 2 * DAY:
         cands.extend((name, prof, ll, p, []) for name, prof, ll, p in _daily(rel, counts, edges, span, origin))
