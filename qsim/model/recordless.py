@@ -23,9 +23,10 @@ once). It writes no per-job record; instead it
   within a priority and a core run never puts a job back, so a line of one
   priority has its oldest job at its head; a line mixing priorities is searched
   for its least sequence number); the depth after each instant a line grew is
-  the waiting lines' total then; the folds of the wait buffers also feed the
-  open window, and they happen at every edge too. The hot paths gain one
-  comparison per start.
+  the waiting lines' total then (one line: its own instants, at no cost; several:
+  a strategy chosen at start adds the total); each edge hands the waits buffered
+  since the last one to the open window. About 4% of a record-less run's CPU
+  time (10^6 M/M/10 jobs, 60 s windows).
 
 What stays O(jobs): the drawn jobs (arrival time, type, first service time:
 every job is drawn before the run, so that runs are reproducible and the
