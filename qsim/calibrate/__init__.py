@@ -4,7 +4,7 @@ Sources (each read-only; each gives the same measured-jobs table,
 :mod:`qsim.calibrate.measured`):
 
 - :func:`from_redis` — the qsim engine's own job records (:mod:`qsim.calibrate.qsim_source`);
-- :func:`from_bullmq` — a BullMQ (Node) Redis, 4.x and 5.x layouts (:mod:`qsim.calibrate.bullmq_source`);
+- :func:`from_bullmq` — a BullMQ (Node) Redis, 4.x, 5.x and 6.x layouts (:mod:`qsim.calibrate.bullmq_source`);
 - :func:`from_csv` / :func:`from_frame` — one row per job (:mod:`qsim.calibrate.table`).
 
 :func:`from_any` takes any of them (a DataFrame, a CSV path, a Redis URL) and is

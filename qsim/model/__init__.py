@@ -2,7 +2,7 @@
 
 ``simulate(scenario)`` runs a :class:`~qsim.scenario.Scenario` and returns a
 :class:`ModelResult`: per-job records, a time series of queue depth and active
-jobs per queue, and the Summary of DESIGN.md::
+jobs per queue, and the Summary (docs/reference/summary.md)::
 
     from qsim.model import simulate
     result = simulate(scenario, seed=7, max_jobs=None, progress=None)

@@ -180,15 +180,18 @@ class Model:
         extra: dict[str, Callable[[], pd.DataFrame]] = {
             "timeseries": lambda: timeseries_frame(core.queue_names, self.timeseries_changes())}
         slots: tuple[tuple[float, int], ...] = ((0.0, core.n_slots),)
+        workers: dict[str, tuple[tuple[float, int], ...]] = {p.name: ((0.0, p.workers),) for p in s.pools}
         if isinstance(rec, AttemptRecords):
             attempts = rec.log.frame(core.worker_names, jobs["job_id"].to_numpy())
             if core.events is not None:
                 slots = tuple(core.events.slot_steps)
+                workers = {name: tuple(steps) for name, steps in core.events.pool_steps.items()}
                 extra["drains"] = core.events.frame
         else:  # one attempt per job: the job table says it all
             attempts = core_attempts(jobs)
-        records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra))
-        summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
+        records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra), workers=workers)
+        summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup,
+                            window=s.window_length)
         return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
 
 
