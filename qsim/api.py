@@ -300,7 +300,7 @@ def probe(redis_url: str | None = None, **options: Any) -> Overhead:
     ``rate``, ``concurrency``, ``progress`` (:func:`qsim.calibrate.probe`). Keys of its own,
     deleted afterwards.
     """
-    from qsim.calibrate import probe as run_probe
+    from qsim.calibrate.probe import probe as run_probe
 
     if redis_url is not None:
         return run_probe(redis_url, **options)

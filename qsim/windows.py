@@ -61,7 +61,7 @@ from typing import TypedDict
 import numpy as np
 
 __all__ = ["DEFAULT_WINDOW", "WINDOW_FIELDS", "Window", "window_count", "window_edges", "windows_of",
-           "group_quantiles", "mean_steps", "check_window"]
+           "group_quantiles", "sorted_quantile", "mean_steps", "check_window"]
 
 #: Window length (seconds) when neither the scenario nor ``--window`` sets one.
 DEFAULT_WINDOW = 60.0
@@ -134,6 +134,19 @@ def group_quantiles(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray, q
     t = h - lo
     out[full] = np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)
     return out
+
+
+def sorted_quantile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The ``q`` quantile of sorted ``values``, one group of :func:`group_quantiles` (the same arithmetic,
+    to the last bit); NaN when empty."""
+    n = len(values)
+    if n == 0:
+        return math.nan
+    h = (n - 1) * q
+    lo = math.floor(h)
+    a, b = float(values[lo]), float(values[min(lo + 1, n - 1)])
+    t = h - lo
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
 
 
 def mean_steps(steps: Steps, edges: np.ndarray) -> np.ndarray:

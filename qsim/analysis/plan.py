@@ -67,7 +67,7 @@ from qsim.analysis.runner import RunResult, Runner, make_runner
 from qsim.analysis.search import Key, choose_axis, point_key, recommend
 from qsim.analysis.stats import Estimate, estimate, mean_summary
 from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
-from qsim.analysis.windowed import WINDOW_ONLY, WindowMetric, parse_windowed, split_scope
+from qsim.analysis.windowed import WINDOW_METRICS, WINDOW_ONLY, WindowMetric, parse_windowed, split_scope
 from qsim.errors import ScenarioError
 from qsim.scenario import Scenario
 
@@ -154,7 +154,10 @@ class SLO:
         return "undecided" if other is not None and _OPS[op](other, limit) else "failed"
 
     def during(self, start: float, end: float, label: str) -> SLO:
-        """The same objective judged only on the windows inside ``[start, end)`` (a plain one: in every window)."""
+        """The same objective judged only on the windows inside ``[start, end)`` (a plain one: in every window;
+        one whose metric has no per-window figure, such as ``lost`` or ``p99_wait``, stays as it is)."""
+        if not self.windowed and (self.metric not in WINDOW_METRICS or self.job_type or self.op == "=="):
+            return self
         scope = self.scope if self.windowed else "every"
         return SLO(metric=self.metric, op=self.op, value=self.value, scope=scope, share=self.share,
                    span=(start, end), label=label)

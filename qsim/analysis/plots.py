@@ -549,6 +549,8 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
     for slo in slos:
         if slo.target.key == key:
             ax.axhline(slo.judged[1], color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
+    if yscale == "symlog" and key.startswith("share_of_windows("):  # a share (0..1): linear
+        yscale = "linear"
     if yscale == "symlog":
         ax.set_yscale("symlog", linthresh=0.1)
     else:

@@ -74,6 +74,8 @@ def split_scope(text: str) -> tuple[str, str, float | None]:
 
 def parse_windowed(body: str, text: str) -> tuple[str, str, float]:
     """``(metric, op, value)`` of a windowed SLO's ``body`` (``p95_wait<=2``); ``text`` is the whole SLO."""
+    if "==" in body:
+        raise ScenarioError(f"--slo over windows compares with <=, <, >= or >, not ==: {text!r}")
     m = _BODY.match(body)
     if not m:
         raise ScenarioError(f"--slo over windows must look like {_FORMS}, got {text!r}")

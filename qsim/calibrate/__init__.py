@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from qsim.callable_module import make_callable
+from qsim.calibrate import probe as _probe  # the module, first: the function probe below then keeps the name
 from qsim.calibrate.build import MIN_JOBS, calibrate
 from qsim.calibrate.measured import Measured, QueueConfig, windowed
 from qsim.calibrate.overhead import Overhead
@@ -108,9 +109,7 @@ def from_bullmq(url: str, queues: str | Sequence[str], *, prefix: str = "bull", 
 
 def probe(redis_url: str, **options: Any) -> Overhead:
     """The engine's per-job overhead on this Redis and machine (see :mod:`qsim.calibrate.probe`)."""
-    from qsim.calibrate.probe import probe as run_probe
-
-    return run_probe(redis_url, **options)
+    return _probe.probe(redis_url, **options)
 
 
 def from_any(data: pd.DataFrame | str | os.PathLike[str], queues: str | Sequence[str] | None = None, *,

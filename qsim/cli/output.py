@@ -96,7 +96,7 @@ def format_check(doc: Mapping[str, Any], side: str = "engine") -> str:
     for slo in doc.get("slo", []):
         m, e = (_slo_value(slo[k], slo.get("share")) for k in ("model", "engine"))
         lines.append(f"slo {slo['slo']}: model {m} ({'met' if slo['model_met'] else 'missed'}), "
-                     f"engine {e} ({'met' if slo['engine_met'] else 'MISSED'})")
+                     f"{side} {e} ({'met' if slo['engine_met'] else 'MISSED'})")
     checked = [q for q in doc["quantities"] if q["verdict"] != "skip"]
     if doc["passed"]:
         lines.append(f"\ncheck passed: {len(checked)} of {len(checked)} quantities within tolerance")

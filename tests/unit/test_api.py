@@ -72,8 +72,8 @@ def test_every_verb_is_exported_with_its_awaitable_form() -> None:
 
 def test_a_package_that_is_also_a_verb_stays_callable() -> None:
     # Given the subpackages qsim.calibrate and qsim.advise, imported (Python binds them to qsim's attributes)
-    import qsim.advise.core
-    import qsim.calibrate.probe  # noqa: F401
+    import qsim.advise.core  # noqa: F401
+    import qsim.calibrate.report  # noqa: F401
     # Then qsim.calibrate and qsim.advise are still the verbs, and still the packages
     for name in PACKAGES:
         package = getattr(qsim, name)
@@ -81,6 +81,9 @@ def test_a_package_that_is_also_a_verb_stays_callable() -> None:
         api_verb = getattr(qsim.api, name)
         assert list(inspect.signature(package).parameters)[:2] == list(inspect.signature(api_verb).parameters)[:2]
     assert qsim.calibrate.from_csv is not None and qsim.advise.advise_from is not None
+    # and a function named as its package's submodule keeps the name once the submodule is imported
+    from qsim.calibrate.probe import probe_scenario  # noqa: F401
+    assert callable(qsim.calibrate.probe) and qsim.calibrate.probe.__name__ == "probe"
     with pytest.raises(qsim.ScenarioError, match="needs the queues"):
         qsim.calibrate("redis://127.0.0.1:1/0")
 
