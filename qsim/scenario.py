@@ -12,8 +12,10 @@ Times are seconds, rates per second. Every key, with its default, unit and
 valid values, is in ``docs/reference/scenario.md``; ``tests/docs/test_reference.py``
 fails when a key exists here and not there, or the other way round. Besides
 plain rates, arrivals may follow a rate profile (``kind = "profile"``, and a
-``burst`` with ``points`` instead of ``rate``); ``jobs[].payload`` is the data
-real handlers receive in a load test, a template (:mod:`qsim.templates`).
+``burst`` with ``points`` instead of ``rate``); ``window`` is the length in
+seconds of the Summary's windows (:mod:`qsim.windows`; at most ``duration -
+warmup``; 60 when left out); ``jobs[].payload`` is the data real handlers
+receive in a load test, a template (:mod:`qsim.templates`).
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ from typing import TypedDict
 import numpy as np
 
 __all__ = ["DEFAULT_WINDOW", "WINDOW_FIELDS", "Window", "window_count", "window_edges", "windows_of",
-           "group_quantiles", "mean_steps", "check_window"]
+           "group_quantiles", "sorted_quantile", "mean_steps", "check_window"]
 
 #: Window length (seconds) when neither the scenario nor ``--window`` sets one.
 DEFAULT_WINDOW = 60.0
@@ -136,6 +136,19 @@ def group_quantiles(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray, q
     return out
 
 
+def sorted_quantile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The ``q`` quantile of sorted ``values``, one group of :func:`group_quantiles` (the same arithmetic,
+    to the last bit); NaN when empty."""
+    n = len(values)
+    if n == 0:
+        return math.nan
+    h = (n - 1) * q
+    lo = math.floor(h)
+    a, b = float(values[lo]), float(values[min(lo + 1, n - 1)])
+    t = h - lo
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
+
 def mean_steps(steps: Steps, edges: np.ndarray) -> np.ndarray:
     """The time-weighted mean of a step function (``(time, value)`` steps from time 0) between consecutive ``edges``."""
     t = np.asarray([s[0] for s in steps], dtype=np.float64)
@@ -157,14 +170,21 @@ def mean_steps(steps: Steps, edges: np.ndarray) -> np.ndarray:
 
 
 def _busy_until(x: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Slot-seconds of the spans ``[start, end]`` before each time ``x``."""
-    s, e = np.sort(start), np.sort(end)
-    cs = np.concatenate([[0.0], np.cumsum(s)])
-    ce = np.concatenate([[0.0], np.cumsum(e)])
-    ns = np.searchsorted(s, x, side="left")
-    ne = np.searchsorted(e, x, side="left")
+    """Slot-seconds of the spans ``[start, end]`` before each time ``x``.
+
+    ``start`` and ``end`` are the caller's own copies: they are sorted and summed in place (two arrays of
+    the attempts' size in all, not six).
+    """
+    start.sort()
+    end.sort()
+    ns = np.searchsorted(start, x, side="left")
+    ne = np.searchsorted(end, x, side="left")
+    np.cumsum(start, out=start)
+    np.cumsum(end, out=end)
+    cs = np.where(ns > 0, start[np.maximum(ns - 1, 0)], 0.0)
+    ce = np.where(ne > 0, end[np.maximum(ne - 1, 0)], 0.0)
     # spans ended before x add end - start; spans running at x add x - start
-    return np.asarray(ce[ne] + x * (ns - ne) - cs[ns], dtype=np.float64)
+    return np.asarray(ce + x * (ns - ne) - cs, dtype=np.float64)
 
 
 def _grouped_max(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
@@ -178,18 +198,12 @@ def _grouped_max(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _sorted_copy(x: np.ndarray) -> np.ndarray:
-    return x if x.size < 2 or bool((x[1:] >= x[:-1]).all()) else np.sort(x)
-
-
 def _locate(t: np.ndarray, edges: np.ndarray, end: float) -> tuple[np.ndarray, np.ndarray]:
     """Which of ``t`` fall in ``[edges[0], end]`` (NaN: none) and the window of each of those."""
-    warmup, n = edges[0], edges.size - 1
-    keep = (t >= warmup) & (t <= end)
-    x = t[keep]
-    i = np.minimum(((x - warmup) / (edges[1] - warmup)).astype(np.int64), n - 1)
-    i -= x < edges[i]  # a quotient rounded up past an edge
-    i += (i < n - 1) & (x >= edges[i + 1])  # or down below one
+    keep = (t >= edges[0]) & (t <= end)
+    i = np.searchsorted(edges, t[keep], side="right")
+    i -= 1
+    np.minimum(i, edges.size - 2, out=i)  # `end` itself is in the last window
     return keep, i
 
 
@@ -197,6 +211,9 @@ def windows_of(*, enqueued: np.ndarray, started: np.ndarray, finished: np.ndarra
                attempt_start: np.ndarray, attempt_end: np.ndarray, workers: Mapping[str, Steps],
                warmup: float, end: float, length: float) -> list[Window]:
     """The windows of a run from its records' columns (see the module docstring).
+
+    Each figure is computed by a function of its own, so that its job-sized temporaries are gone before
+    the next one's are made (a run of a million jobs keeps a few arrays of its size at a time).
 
     Args:
         enqueued, started, finished: per job (NaN: never started / not finished).
@@ -210,68 +227,98 @@ def windows_of(*, enqueued: np.ndarray, started: np.ndarray, finished: np.ndarra
     if n <= 0:
         return []
     measured = enqueued >= warmup
-    _, i_enq = _locate(enqueued, edges, end)
-    arrivals = np.bincount(i_enq, minlength=n)
-    _, i_done = _locate(np.where(measured & completed, finished, np.nan), edges, end)
-    throughput = np.bincount(i_done, minlength=n) / length
-
-    ran = attempt_start <= end  # (NaN: never started)
-    s = attempt_start[ran]
-    e = np.where(np.isnan(attempt_end[ran]), end, np.minimum(attempt_end[ran], end))
-    busy = np.diff(_busy_until(np.minimum(edges, end), s, e)) / length
-
-    # waiting jobs (all of them): enqueued, first attempt not started
+    arrivals = np.bincount(_locate(enqueued, edges, end)[1], minlength=n)
+    throughput = np.bincount(_locate(np.where(measured & completed, finished, np.nan), edges, end)[1],
+                             minlength=n) / length
+    busy = _busy(attempt_start, attempt_end, edges, end) / length
+    # waiting jobs (all of them): enqueued, first attempt not started; in arrival order
     by_enq = None if enqueued.size < 2 or bool((enqueued[1:] >= enqueued[:-1]).all()) \
         else np.argsort(enqueued, kind="stable")
     enq_sorted = enqueued if by_enq is None else enqueued[by_enq]
-    st_sorted = _sorted_copy(started[~np.isnan(started)])
+    max_depth = _max_depth(enq_sorted, started, edges, end)
+    longest, p50, p95 = _waits(enqueued, started, measured, edges, end)
+    del measured
+    first_start = started if by_enq is None else started[by_enq]
+    del by_enq
+    oldest = np.maximum(np.maximum(longest, _oldest_waiting(enq_sorted, first_start, edges, end)), 0.0)
+    pools = {name: mean_steps(steps, edges) for name, steps in workers.items()}
+    return build_windows(edges, arrivals, throughput, busy, max_depth, p50, p95, oldest, pools)
+
+
+def _busy(attempt_start: np.ndarray, attempt_end: np.ndarray, edges: np.ndarray, end: float) -> np.ndarray:
+    """Slot-seconds spent running attempts inside each window."""
+    ran = attempt_start <= end  # (NaN: never started)
+    e = attempt_end[ran]
+    np.minimum(e, end, out=e)
+    e[np.isnan(e)] = end  # still running: until the end
+    return np.diff(_busy_until(np.minimum(edges, end), attempt_start[ran], e))
+
+
+def _max_depth(enq_sorted: np.ndarray, started: np.ndarray, edges: np.ndarray, end: float) -> np.ndarray:
+    """The most jobs waiting entering each window or after each arrival instant in it."""
+    n = edges.size - 1
+    st_sorted = started[~np.isnan(started)]  # our own copy: sorted in place
+    if st_sorted.size > 1 and not bool((st_sorted[1:] >= st_sorted[:-1]).all()):
+        st_sorted.sort()
     at_start = (np.searchsorted(enq_sorted, edges[:-1], side="left")
                 - np.searchsorted(st_sorted, edges[:-1], side="left"))
-    keep, i_arr = _locate(enq_sorted, edges, end)
-    pos = np.flatnonzero(keep)
-    if pos.size:  # after each arrival instant: #(enqueued <= a) - #(started <= a)
-        arrived = enq_sorted[pos]
-        last = np.flatnonzero(np.r_[arrived[1:] != arrived[:-1], True])  # the last arrival of each instant
-        after = pos[last] + 1 - np.searchsorted(st_sorted, arrived[last], side="right")
-        peak = _grouped_max(after.astype(np.float64), i_arr[last], n)
-    else:
-        peak = np.full(n, -np.inf)
-    max_depth = np.maximum(at_start, peak).astype(np.int64)
+    lo, hi = np.searchsorted(enq_sorted, [edges[0], end], side="left")[0], np.searchsorted(enq_sorted, end, "right")
+    arrived = enq_sorted[lo:hi]  # the arrivals inside the measured range (a view: they are sorted)
+    if not arrived.size:
+        return at_start.astype(np.int64)
+    # after each arrival instant: #(enqueued <= a) - #(started <= a)
+    after = np.flatnonzero(np.r_[arrived[1:] != arrived[:-1], True])  # the last arrival of each instant
+    instant = arrived[after]
+    after += lo + 1
+    after -= np.searchsorted(st_sorted, instant, side="right")
+    del st_sorted
+    window = np.searchsorted(edges, instant, side="right") - 1
+    del instant
+    np.minimum(window, n - 1, out=window)  # `end` itself is in the last window
+    peak = _grouped_max(after.astype(np.float64), window, n)
+    return np.asarray(np.maximum(at_start, peak), dtype=np.int64)
 
-    # waits by the window of the first start: quantiles of measured jobs, the longest of any job
+
+def _waits(enqueued: np.ndarray, started: np.ndarray, measured: np.ndarray, edges: np.ndarray,
+           end: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """By the window of the first start: the longest wait of any job, and p50/p95 of the measured jobs'."""
+    n = edges.size - 1
     keep_s, i_s = _locate(started, edges, end)
     waits = (started - enqueued)[keep_s]
     if i_s.size > 1 and not bool((i_s[1:] >= i_s[:-1]).all()):
         by = np.argsort(i_s, kind="stable")
         waits, i_s, mine = waits[by], i_s[by], measured[keep_s][by]
+        del by
     else:
         mine = measured[keep_s]
+    del keep_s
     longest = _grouped_max(waits, i_s, n)
-    w, i_w = (waits, i_s) if mine.all() else (waits[mine], i_s[mine])
-    w = w.copy()
-    first = np.searchsorted(i_w, np.arange(n), side="left")
-    sizes = np.searchsorted(i_w, np.arange(n), side="right") - first
-    for g in np.flatnonzero(sizes > 1):  # each window's waits in order
-        w[first[g]:first[g] + sizes[g]].sort()
-    p50 = group_quantiles(w, first, sizes, 0.50)
-    p95 = group_quantiles(w, first, sizes, 0.95)
+    if not mine.all():
+        waits, i_s = waits[mine], i_s[mine]
+    del mine
+    first = np.searchsorted(i_s, np.arange(n), side="left")
+    sizes = np.searchsorted(i_s, np.arange(n), side="right") - first
+    del i_s
+    for g in np.flatnonzero(sizes > 1):  # each window's waits in order (waits is this function's own)
+        waits[first[g]:first[g] + sizes[g]].sort()
+    return longest, group_quantiles(waits, first, sizes, 0.50), group_quantiles(waits, first, sizes, 0.95)
 
-    # the oldest job waiting at each window's end (at `end` for the last): in arrival order, the
-    # first whose first start is not before it (prefix maxima of the starts find it by bisection)
-    first_start = started if by_enq is None else started[by_enq]
-    latest = np.maximum.accumulate(np.where(np.isnan(first_start), np.inf, first_start))
+
+def _oldest_waiting(enq_sorted: np.ndarray, first_start: np.ndarray, edges: np.ndarray, end: float) -> np.ndarray:
+    """The age of the oldest job waiting at each window's end (at ``end`` for the last): in arrival order,
+    the first whose first start is not before it (prefix maxima of the starts find it by bisection)."""
+    n = edges.size - 1
+    latest = np.where(np.isnan(first_start), np.inf, first_start)
+    np.maximum.accumulate(latest, out=latest)
     ends = np.append(edges[1:-1], end)
     j = np.concatenate([np.searchsorted(latest, ends[:-1], side="left"),
                         np.searchsorted(latest, ends[-1:], side="right")])
+    del latest
     oldest_enq = np.full(n, np.inf)
     valid = j < enq_sorted.size
     oldest_enq[valid] = enq_sorted[j[valid]]
     waiting = np.r_[oldest_enq[:-1] < ends[:-1], oldest_enq[-1:] <= ends[-1:]]
-    age = np.where(waiting, ends - oldest_enq, 0.0)
-    oldest = np.maximum(np.maximum(longest, age), 0.0)
-
-    pools = {name: mean_steps(steps, edges) for name, steps in workers.items()}
-    return build_windows(edges, arrivals, throughput, busy, max_depth, p50, p95, oldest, pools)
+    return np.asarray(np.where(waiting, ends - oldest_enq, 0.0), dtype=np.float64)
 
 
 def build_windows(edges: np.ndarray, arrivals: np.ndarray, throughput: np.ndarray, busy: np.ndarray,

@@ -4,8 +4,8 @@ An SLO is ``<metric><op><number>``, e.g. ``p95_wait<=2``. Metrics name Summary
 fields: ``mean_wait``, ``p50_wait``, ``p95_wait``, ``p99_wait``, ``max_wait``,
 the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
 ``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``, ``==``
-(``lost==0``). Over the run's windows: ``p95_wait<=2 in 95% of windows`` (a share of
-the windows) or ``p95_wait<=2 in every window`` (the worst one), see
+(``lost==0``). Over the run's windows: ``p95_wait<=2 in 95% of windows`` (a share of the
+windows) or ``p95_wait<=2 in every window`` (the worst one), see
 :mod:`qsim.analysis.windowed`.
 
 How :func:`plan` decides, point by point:

@@ -51,7 +51,27 @@ def _service_text(s: ServiceFit) -> str:
 
 def _arrival_text(a: ArrivalFit) -> str:
     extra = f" x{a.size}" if a.kind == "burst" else ""
+    if a.profile is not None and a.drift is not None:
+        d = a.drift
+        shape = {"steps": f"{d.segments} steps", "linear": f"linear, {len(a.profile.points)} knots",
+                 "daily": "daily"}[d.model]
+        return (f"{a.kind}{extra} ({shape}) mean {a.rate:.4g}/s, latest {a.latest_rate:.4g}/s, "
+                f"peak {a.peak_rate:.4g}/s")
     return f"{a.kind}{extra} {a.rate:.4g}/s"
+
+
+def _arrival_comment(a: ArrivalFit) -> str:
+    """The TOML comment above a fitted ``arrival``: what the kind was chosen from."""
+    if a.kind == "trace":
+        return f"the {a.n} measured enqueue times ({a.rate:.4g}/s on average)"
+    text = (f"{a.n} arrivals in {a.span:.6g} s; counts in {a.windows} windows of {a.width:.3g} s: dispersion index "
+            f"{a.dispersion:.3g} (p over {a.p_over:.2g}, under {a.p_under:.2g}); {a.batch_mean:.3g} jobs per batch of "
+            f"simultaneous arrivals (p {a.p_batch:.2g}); test of one rate p {a.p_change:.2g}")
+    if a.profile is not None and a.drift is not None:
+        d = a.drift
+        text += (f"\nrate profile ({d.model}, by BIC: " + ", ".join(f"{k} {v:.6g}" for k, v in d.bic.items())
+                 + f"); counts within it: dispersion p {d.p_fit:.2g}; time 0 is the window's start")
+    return text
 
 
 @dataclass(frozen=True)
@@ -114,13 +134,7 @@ class Calibration:
         for i, (name, f) in enumerate(self.types.items()):
             k = f"jobs[{i}]"
             c[k] = f"job type {name!r}: {f.jobs} jobs" + "".join(f"\nnote: {n}" for n in f.notes)
-            a = f.arrival
-            if a.kind == "trace":
-                c[f"{k}.arrival"] = f"the {a.n} measured enqueue times ({a.rate:.4g}/s on average)"
-            else:
-                c[f"{k}.arrival"] = (f"{a.n} arrivals in {a.span:.6g} s; counts in {a.windows} windows of {a.width:.3g} s: "
-                                     f"dispersion index {a.dispersion:.3g} (p over {a.p_over:.2g}, under {a.p_under:.2g}); "
-                                     f"{a.batch_mean:.3g} jobs per batch of simultaneous arrivals")
+            c[f"{k}.arrival"] = _arrival_comment(f.arrival)
             s = f.service
             less = f" less {_ms(s.shift)} engine overhead" if s.shift else ""
             if s.kind == "empirical":

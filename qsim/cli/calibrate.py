@@ -155,13 +155,15 @@ def register(sub: Any) -> None:
                    help="fit: exponential, gamma or lognormal by maximum likelihood, best by KS (default); "
                         "empirical: write the measured run times as a CSV beside the TOML")
     p.add_argument("--arrivals", choices=("fit", "trace"), default="fit",
-                   help="fit: poisson, burst or constant by a dispersion test (default); trace: write the "
-                        "measured enqueue times as a CSV beside the TOML")
+                   help="fit: poisson, profile (a rate that changed: steps, linear or daily, by BIC), burst "
+                        "(arrivals that coincide) or constant, by the tests of qsim/calibrate/arrivals.py (default); "
+                        "trace: write the measured enqueue times as a CSV beside the TOML")
     p.add_argument("--min-jobs", type=pos_int, default=30, metavar="N",
                    help="a job type with fewer jobs in the window is an error (default 30)")
     p.add_argument("--name", default="calibrated", help="the scenario's name (default: calibrated)")
     p.add_argument("--out", metavar="FILE.toml", help="write the scenario TOML (commented; CSVs beside it)")
-    p.add_argument("--plots", metavar="DIR", help="write one PNG per job type: service CDF, arrivals per minute")
+    p.add_argument("--plots", metavar="DIR", help="write one PNG per job type: service CDF, arrivals per minute against the "
+                                                      "fitted rate or rate profile")
     p.add_argument("--probe", action="store_true",
                    help="run a short light-load probe on the engine (keys of its own, deleted afterwards) and fit "
                         "[engine] fetch_overhead and ack_overhead; with --from, use them for the calibration")

@@ -103,7 +103,7 @@ def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Run the model and the engine (or BullMQ) on one scenario and print both with their ratios; with
     ``--check``, the verdict per quantity (and per ``--slo``), and exit 1 when one is out of tolerance
-    (or the engine misses an SLO)."""
+    (or the measured run misses an SLO)."""
     from qsim.analysis.check import check, check_document, judge_slos, load_tolerances, quantities_of
     from qsim.analysis.compare import compare
     from qsim.analysis.plan import parse_slo
@@ -200,11 +200,6 @@ def register(sub: Any) -> None:
     p.add_argument("--tolerance", metavar="FILE",
                    help="TOML file overriding the tolerances per quantity (implies --check): "
                         "[\"wait.p95\"] rel = 0.15, abs = 0.05, check = true")
-    p.add_argument("--slo", action="append", metavar="EXPR",
-                   help="an objective the engine's run must meet (implies --check; repeatable): p95_wait<=2, "
-                        "'p95_wait<=2 in 95%% of windows', 'p95_wait<=2 in every window'")
-    p.add_argument("--out", metavar="DIR", help="write comparison.json, windows.csv and windows.png (rate, depth "
-                                                "and p95 wait over time, model beside engine)")
     p.add_argument("--target", choices=("qsim", "bullmq"), default="qsim",
                    help="what the model is compared with: qsim's engine (default: it starts the scenario's pools) "
                         "or bullmq (the scenario's arrivals go into BullMQ queues on --redis, where your BullMQ "
@@ -213,4 +208,9 @@ def register(sub: Any) -> None:
                    help="with --target bullmq: the BullMQ queue (repeat for several: SCENARIO_QUEUE=BULLMQ_QUEUE, "
                         "or a scenario queue's own name)")
     p.add_argument("--prefix", metavar="P", help="with --target bullmq: BullMQ's key prefix (default bull)")
+    p.add_argument("--slo", action="append", metavar="EXPR",
+                   help="an objective the engine's run must meet (implies --check; repeatable): p95_wait<=2, "
+                        "'p95_wait<=2 in 95%% of windows', 'p95_wait<=2 in every window'")
+    p.add_argument("--out", metavar="DIR", help="write comparison.json, windows.csv and windows.png (rate, depth "
+                                                "and p95 wait over time, model beside engine)")
     p.set_defaults(func=cmd_compare)

@@ -5,9 +5,13 @@ the shape keeps the right number of users running for as long as the
 scenario says:
 
 - users: the producer users (``-u``, or enough that each adds at most
-  :data:`~qsim.loadtest.config.MAX_RATE_PER_PRODUCER` jobs/s) plus the one
-  observer; all started within about 0.1 s unless ``-r`` says otherwise;
-- for the arrival window (``-t``, or the scenario's ``duration``), counted from
+  :data:`~qsim.loadtest.config.MAX_RATE_PER_PRODUCER` jobs/s at the peak of
+  the scenario's rate profiles) plus the one observer; all started within
+  about 0.1 s unless ``-r`` says otherwise. The number stays the same through
+  the window: a rate profile is followed by the producers' schedule
+  (:mod:`~qsim.loadtest.schedule`), idle producers wait for their next add;
+- for the arrival window (``-t``, or the scenario's ``duration`` times
+  ``--time-scale``, :mod:`~qsim.loadtest.timescale`), counted from
   the moment the window opened (after ``--start-workers`` pools are up);
 - then up to ``--drain`` seconds more, so the jobs still queued or running
   finish and their latencies are reported (it stops as soon as every job

@@ -176,7 +176,9 @@ class Model:
         return core.recorder.changes(entered)
 
     def result(self) -> ModelResult:
-        """Records, time series and Summary of the run so far."""
+        """Records, time series and Summary of the run (its frames view the run's columns: after :meth:`run`)."""
+        if not self._ran:
+            raise RuntimeError("run the model first: Model.run() returns its result")
         s, core = self.scenario, self.core
         rec = core.recorder
         if isinstance(rec, StreamRecords):

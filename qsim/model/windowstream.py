@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from qsim.summary import StreamStat
-from qsim.windows import Window, build_windows, group_quantiles, mean_steps, window_count
+from qsim.windows import Window, build_windows, mean_steps, sorted_quantile, window_count
 
 __all__ = ["WindowSeries", "EXACT_WAITS"]
 
@@ -112,9 +112,7 @@ class WindowSeries:
             p50, p95 = (stat.quantile(0.50), stat.quantile(0.95)) if stat.n else (math.nan, math.nan)
         else:
             w = np.sort(np.concatenate(self._waits)) if self._waits else np.zeros(0)
-            one = np.array([w.size])
-            p50 = float(group_quantiles(w, np.zeros(1, dtype=np.int64), one, 0.50)[0])
-            p95 = float(group_quantiles(w, np.zeros(1, dtype=np.int64), one, 0.95)[0])
+            p50, p95 = sorted_quantile(w, 0.50), sorted_quantile(w, 0.95)
         self._p50.append(p50)
         self._p95.append(p95)
         self._oldest.append(max(self._longest, oldest_age, 0.0))
