@@ -46,11 +46,14 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from qsim.api import (
         advise,
         advise_async,
+        autoscaling,
+        autoscaling_async,
         calibrate,
         calibrate_async,
         compare,
         compare_async,
         load,
+        manifest,
         plan,
         plan_async,
         probe,
@@ -76,7 +79,7 @@ __version__ = "0.1.0"
 _LAZY = {
     **dict.fromkeys(["load", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
                      "compare_async", "plan", "plan_async", "sweep", "sweep_async", "calibrate_async", "probe",
-                     "probe_async", "advise_async", "theory"], "qsim.api"),
+                     "probe_async", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest"], "qsim.api"),
     "plots": "qsim.analysis.plots",
     # packages that are also verbs (qsim.callable_module): qsim.calibrate(...) and qsim.calibrate.from_redis(...)
     "calibrate": "qsim.calibrate",
@@ -105,6 +108,7 @@ __all__ = [
     "probe", "probe_async",
     "advise", "advise_async",
     "theory",
+    "autoscaling", "autoscaling_async", "manifest",
     "plots",
     # what they take and give
     "Scenario", "Records", "Summary", "summarize", "ModelResult", "EngineResult", "Comparison", "PlanResult", "SLO",

@@ -30,6 +30,8 @@ model verb runs it in a thread, so ``await`` keeps a kernel responsive::
 | probe | :func:`probe` | :func:`probe_async` | the engine's per-job overhead here |
 | advise | :func:`advise` | :func:`advise_async` | workers a running queue needs now |
 | theory | :func:`theory` | | closed forms (Erlang C, Allen-Cunneen, Cobham) |
+| autoscaling | :func:`autoscaling` | :func:`autoscaling_async` | autoscaling policies against an SLO (``qsim autoscale``; the name ``qsim.autoscale`` is the controllers' package) |
+| manifest | :func:`manifest` | | a policy as a KEDA ScaledObject or an HPA |
 
 ``qsim.plots`` is :mod:`qsim.analysis.plots`. A new verb is defined here and
 named in ``qsim.__init__``'s ``_LAZY`` and ``__all__`` (the test of the public
@@ -103,7 +105,17 @@ def simulate(scenario: ScenarioLike = None, *, seed: int | None = None, max_jobs
     """
     from qsim.model import simulate as run_model
 
-    return run_model(load(scenario), seed=seed, max_jobs=max_jobs, progress=progress, records=records)
+    s = load(scenario)
+    return run_model(s, seed=seed, max_jobs=max_jobs, progress=progress, records=records, recommend=_advisors(s))
+
+
+def _advisors(s: Scenario) -> Any:
+    """The ``qsim`` autoscalers' advisors (:func:`qsim.analysis.autoscale.advisors`), None without any."""
+    if not s.autoscalers:
+        return None
+    from qsim.analysis.autoscale import advisors
+
+    return advisors(s) or None
 
 
 async def simulate_async(scenario: ScenarioLike = None, *, seed: int | None = None, max_jobs: int | None = None,
@@ -196,7 +208,7 @@ async def run_async(scenario: ScenarioLike = None, redis_url: str | None = None,
 
     def on(url: str) -> Coroutine[Any, Any, EngineResult]:
         return run_scenario_async(s, url, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
-                                  progress=progress, keep=keep, logdir=logdir)
+                                  progress=progress, keep=keep, logdir=logdir, recommend=_advisors(s))
 
     if redis_url is not None:
         return await on(redis_url)
@@ -269,6 +281,42 @@ def _pair(first: Any, second: Any, options: Mapping[str, Any]) -> Comparison | N
     from qsim.analysis.compare import compare_summaries
 
     return compare_summaries(model, engine)
+
+
+# --------------------------------------------------------------------------- autoscaling
+
+
+def autoscaling(scenario: ScenarioLike, slo: str | SLO, **options: Any) -> dict[str, Any]:
+    """Autoscaling policies against an SLO (``qsim autoscale``): the JSON document as a dict.
+
+    ``options``: ``policies``, ``tune_policy``, ``vary``, ``replications``, ``seed``, ``pool``,
+    ``static``, ``processes``, ``client``, ``progress`` (:func:`qsim.analysis.policies.autoscale`).
+    """
+    from qsim.analysis.policies import autoscale as run_policies
+
+    return run_policies(load(scenario), slo, **options)
+
+
+async def autoscaling_async(scenario: ScenarioLike, slo: str | SLO, **options: Any) -> dict[str, Any]:
+    """:func:`autoscaling` in a worker thread."""
+    s = load(scenario)
+    return await asyncio.to_thread(autoscaling, s, slo, **options)
+
+
+def manifest(kind: str, scenario: ScenarioLike, policy: Mapping[str, Any] | None = None, *, pool: str | None = None,
+             note: str = "") -> str:
+    """A KEDA ScaledObject (``kind="keda"``) or an HPA (``"hpa"``) of an autoscaler, as YAML text.
+
+    ``policy``: the autoscaler's TOML keys (an :func:`autoscaling` document's ``tuned["params"]`` or a
+    policy's ``params``); None: the scenario's own autoscaler of ``pool`` (its first one by default).
+    """
+    from qsim.analysis.autoscale import autoscaled_pool
+    from qsim.analysis.manifest import manifest as write
+    from qsim.analysis.policies import policy_table
+
+    s = load(scenario)
+    name = autoscaled_pool(s, pool)
+    return write(kind, s, name, policy if policy is not None else policy_table(s, name), note=note)
 
 
 # --------------------------------------------------------------------------- measured jobs

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ from qsim.records import Records
 from qsim.windows import DEFAULT_WINDOW, Window, windows_of
 
 __all__ = ["summarize", "stats", "STAT_KEYS", "StreamStat", "StreamCounts", "summarize_streams",
-           "STREAM_REL_ERROR", "Summary", "Stats", "JobCounts", "TypeSummary", "QueueSummary", "field_value"]
+           "STREAM_REL_ERROR", "Summary", "PoolScaling", "WorkerCounts", "ColdStarts", "Stats", "JobCounts", "TypeSummary", "QueueSummary", "field_value"]
 
 STAT_KEYS = ("mean", "p50", "p95", "p99", "max")
 
@@ -89,6 +89,38 @@ class QueueSummary(TypedDict):
     wait: Stats
 
 
+class WorkerCounts(TypedDict):
+    """The replicas an autoscaler asked for over the run: least, most, time-weighted mean."""
+
+    min: int
+    max: int
+    mean: float | None
+
+
+class ColdStarts(TypedDict):
+    """The cold starts drawn for an autoscaled pool's new processes: how many, their mean (s)."""
+
+    drawn: int
+    mean: float | None
+
+
+class PoolScaling(TypedDict):
+    """What one pool's autoscaler did (qsim/autoscale/tally.py defines each figure)."""
+
+    policy: str
+    worker_seconds: float
+    scale_events: int
+    scale_ups: int
+    scale_downs: int
+    flaps: int
+    flap_window: float
+    cut_jobs: int
+    polls: int
+    workers: WorkerCounts
+    trajectory: list[list[float]]
+    start_delays: ColdStarts
+
+
 class Summary(TypedDict):
     """The Summary of one run, model or engine (the JSON contract: docs/reference/summary.md)."""
 
@@ -103,6 +135,7 @@ class Summary(TypedDict):
     by_type: dict[str, TypeSummary]
     by_queue: dict[str, QueueSummary]
     windows: list[Window]
+    autoscaling: NotRequired[dict[str, PoolScaling]]  # runs with [[autoscalers]] only
 
 
 def _no_stats() -> Stats:

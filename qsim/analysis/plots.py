@@ -16,7 +16,8 @@ as the last expression of a cell, the CLI saves it with ``fig.savefig``.
   :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
   the table behind :func:`model_vs_theory`; :func:`plan_plot` draws a plan's
-  points with their confidence intervals (``qsim plan --plot``).
+  points with their confidence intervals (``qsim plan --plot``);
+  :func:`~qsim.analysis.scaleplots.autoscaling_plot` draws autoscaled runs' workers and p95 wait over time.
 
 :func:`set_notebook_dpi` is the one function that changes global state (matplotlib's
 ``figure.dpi``), on request: notebooks call it once so their committed PNGs stay small.
@@ -35,6 +36,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from qsim.analysis.plan import SLO, parse_slo
+from qsim.analysis.scaleplots import autoscaling_plot
 from qsim.analysis.sweep import with_params
 from qsim.analysis.theory import predict
 from qsim.errors import TheoryNotApplicable
@@ -42,6 +44,7 @@ from qsim.scenario import Scenario
 
 __all__ = ["windows_plot", "queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
            "starts_over_time", "quantile_comparison", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
+           "autoscaling_plot",
            "NOTEBOOK_DPI", "set_notebook_dpi"]
 
 Point = Mapping[str, Any]

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,7 @@ from qsim.harness.processes import WorkerProcesses, apply_limits
 from qsim.safety import display_url
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
-from qsim.summary import Summary, summarize
+from qsim.summary import PoolScaling, Summary, summarize
 
 __all__ = ["EngineResult", "run_scenario", "run_scenario_async", "check_supported"]
 
@@ -168,8 +168,8 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
     summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup,
                         window=scenario.window_length)
     if scalers:
-        summary["autoscaling"] = {a.spec.pool: a.section(ended, records.attempts)  # type: ignore[typeddict-unknown-key]
-                                  for a in scalers}
+        summary["autoscaling"] = cast(dict[str, PoolScaling],
+                                      {a.spec.pool: a.section(ended, records.attempts) for a in scalers})
     return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
                         exit_codes=exit_codes, prefix=prefix, drain_timeout=drain.timeout, unsettled=unsettled)
 

@@ -201,7 +201,7 @@ class Model:
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup,
                             window=s.window_length)
         if isinstance(core.events, AutoscaledPools):
-            summary["autoscaling"] = core.events.section()  # type: ignore[typeddict-unknown-key]
+            summary["autoscaling"] = core.events.section()
         return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
 
 
