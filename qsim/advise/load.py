@@ -13,10 +13,14 @@ mean and cv), the pool at its concurrency, runs of :data:`WORKER_BUDGET`'s
 (:func:`~qsim.advise.capacity.search_range`) and the same plan
 (:func:`qsim.analysis.plan.plan`, bisection) as :func:`~qsim.advise.advise_from`.
 
-The answers are remembered per measured load, rounded to a grid (rate and
-mean service to :data:`GRID` relative steps, cv to 0.1): a day of polls asks
-a few dozen distinct questions. The memory is the process's (the plan is
-deterministic for a seed, so the runs of one process share it: replications
+The answers are remembered per measured load, rounded to a grid (the rate to
+:data:`GRID` relative steps, the mean service to :data:`SERVICE_GRID`, the cv
+to constant / exponential / gamma in steps of 0.25), and the answer's
+monotonicity in the rate is used: when two rates already planned bracket a
+new one and got the same count, that is its count too, without a plan (more
+load never needs fewer workers). A day of polls then plans near the rates
+where the count changes only. The memory is the process's (the plan is
+deterministic for a seed, so every run of a process shares it: replications
 and tuning points ask the same questions); an instance is picklable (the
 model's runs may go to other processes).
 """
@@ -36,23 +40,35 @@ from qsim.scenario import JobType, PoolSpec, QueueSpec, Scenario
 
 __all__ = ["LoadAdvisor", "GRID"]
 
-#: Relative step of the grid the measured rate and mean service are rounded to.
+#: Relative step of the grid the measured rate is rounded to.
 GRID = 0.05
-#: Answers already planned in this process: (SLOs, concurrency, max workers, seed, budget, load) -> workers.
-_ANSWERS: dict[tuple[Any, ...], int | None] = {}
+#: Relative step of the grid the measured mean service time is rounded to.
+SERVICE_GRID = 0.10
+#: Answers planned in this process: (SLOs, concurrency, max workers, seed, budget, service, cv) -> {rate: workers}.
+_ANSWERS: dict[tuple[Any, ...], dict[float, int | None]] = {}
 
 
-def _snap(x: float) -> float:
-    return float(math.exp(round(math.log(x) / math.log1p(GRID)) * math.log1p(GRID)))
+def _snap(x: float, step: float = GRID) -> float:
+    return float(math.exp(round(math.log(x) / math.log1p(step)) * math.log1p(step)))
 
 
 def _shape(cv: float) -> float:
-    """The cv the plan uses: 0 (constant) below 0.05, 1 (exponential) within 0.15 of 1, else to 0.1."""
+    """The cv the plan uses: 0 (constant) below 0.05, 1 (exponential) within 0.25 of 1, else in steps of 0.25."""
     if cv < 0.05:
         return 0.0
-    if abs(cv - 1.0) < 0.15:
+    if abs(cv - 1.0) < 0.25:
         return 1.0
-    return round(cv, 1)
+    return max(0.25, round(cv * 4) / 4)
+
+
+def _bracketed(known: dict[float, int | None], rate: float) -> tuple[bool, int | None]:
+    """The count at ``rate`` when planned rates below and above it got the same one (None: no count meets)."""
+    below = [r for r in known if r <= rate]
+    above = [r for r in known if r >= rate]
+    if not below or not above:
+        return False, None
+    a, b = known[max(below)], known[min(above)]
+    return (a == b), a
 
 
 def _service(mean: float, cv: float) -> dists.Distribution:
@@ -87,13 +103,15 @@ class LoadAdvisor:
             return None
         if obs.arrival_rate <= 0:
             return 1  # nothing arrives: the advisor's smallest pool (KEDA's min applies)
-        key = (_snap(obs.arrival_rate), _snap(obs.mean_service), _shape(obs.service_cv or 0.0))
+        rate, mean, cv = _snap(obs.arrival_rate), _snap(obs.mean_service, SERVICE_GRID), _shape(obs.service_cv or 0.0)
+        key = (rate, mean, cv)
         if key not in self.memo:
-            shared = (tuple(map(str, self.slos)), self.concurrency, self.max_workers, self.seed,
-                      tuple(sorted(self.budget.items())), key)
-            if shared not in _ANSWERS:
-                _ANSWERS[shared] = self.recommend(*key)
-            self.memo[key] = _ANSWERS[shared]
+            known = _ANSWERS.setdefault((tuple(map(str, self.slos)), self.concurrency, self.max_workers, self.seed,
+                                         tuple(sorted(self.budget.items())), mean, cv), {})
+            found, count = _bracketed(known, rate)
+            if not found:
+                count = known[rate] = self.recommend(rate, mean, cv)
+            self.memo[key] = count
         return self.memo[key]
 
     def recommend(self, rate: float, mean_service: float, cv: float) -> int | None:

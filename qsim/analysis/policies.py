@@ -24,6 +24,7 @@ at the least mean worker-seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -51,8 +52,9 @@ def policy_table(scenario: Scenario, pool: str) -> dict[str, Any]:
     spec = scenario.autoscaler(pool)
     if spec is None:
         return {}
-    table = scenario.to_dict()["autoscalers"]
-    return next(dict(t) for t in table if t["pool"] == pool)
+    full = dataclasses.replace(spec, **spec.filled())
+    table = dataclasses.replace(scenario, autoscalers=(full,)).to_dict()["autoscalers"]
+    return dict(table[0])
 
 
 def default_grid(policy: str, scenario: Scenario, pool: str, slo: SLO) -> dict[str, list[Any]]:

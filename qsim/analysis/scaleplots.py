@@ -31,15 +31,16 @@ def _workers_of(summary: Mapping[str, Any], pool: str) -> tuple[list[float], lis
 
 
 def autoscaling_plot(runs: Mapping[str, Mapping[str, Any]], pool: str, *, slo: float | None = None,
-                     title: str = "", end: float | None = None) -> Figure:
+                     title: str = "", end: float | None = None, panel_height: float = 1.9) -> Figure:
     """Workers and p95 wait over time for each run of ``runs`` (label -> Summary), one panel each.
 
     Args:
         pool: the autoscaled pool.
         slo: the p95 wait limit to draw (seconds), if any.
         end: the last time shown (default: the runs' last window end).
+        panel_height: inches per panel.
     """
-    fig = Figure(figsize=(9, 1.9 * max(1, len(runs)) + 0.6))
+    fig = Figure(figsize=(9, panel_height * max(1, len(runs)) + 0.6))
     axes = fig.subplots(max(1, len(runs)), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (label, summary) in zip(axes, runs.items()):
         t, asked, ready = _workers_of(summary, pool)
@@ -56,7 +57,8 @@ def autoscaling_plot(runs: Mapping[str, Mapping[str, Any]], pool: str, *, slo: f
         right = ax.twinx()
         mids = [(float(w["start"]) + float(w["end"])) / 2 for w in windows if w.get("wait_p95") is not None]
         p95 = [float(w["wait_p95"]) for w in windows if w.get("wait_p95") is not None]
-        right.plot(mids, p95, ".-", color="tab:red", ms=3, lw=0.8, label="p95 wait per window")
+        right.plot(mids, p95, ".-" if len(p95) <= 40 else "-", color="tab:red", ms=2, lw=0.7,
+                   label="p95 wait per window")
         if slo is not None:
             right.axhline(slo, color="tab:red", ls=":", lw=1.0, label=f"SLO {slo:g} s")
         right.set_ylabel("p95 wait (s)", color="tab:red")
