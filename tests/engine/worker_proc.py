@@ -2,7 +2,8 @@
 
 The handler sleeps ``job.data["sleep"]`` seconds and records each attempt's
 start in the Redis list ``test:started`` (``<id>:<attempt>:<pid>``), so a test
-can wait until a job runs before it kills or signals this process.
+can wait until a job runs before it kills or signals this process (or count
+how often a job's handler ran).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def main() -> int:
     p.add_argument("--lock-duration", type=float, default=1.0)
     p.add_argument("--stalled-interval", type=float, default=0.5)
     p.add_argument("--grace", type=float, default=30.0)
+    p.add_argument("--prefetch", default="auto", help="auto or N")
+    p.add_argument("--max-stalled", type=int, default=1)
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     pid = os.getpid()
@@ -39,7 +42,8 @@ def main() -> int:
             return {"pid": pid}
 
         w = Worker(a.queue, handler, redis=a.url, concurrency=a.concurrency, lock_duration=a.lock_duration,
-                   stalled_interval=a.stalled_interval, shutdown_grace=a.grace)
+                   stalled_interval=a.stalled_interval, shutdown_grace=a.grace, max_stalled=a.max_stalled,
+                   prefetch=a.prefetch if a.prefetch == "auto" else int(a.prefetch))
         try:
             return await w.run()
         finally:

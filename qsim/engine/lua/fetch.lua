@@ -14,7 +14,11 @@ ARGV[2] lock duration (ms)
 ARGV[3] worker id
 ARGV[4] token prefix; job k of this call gets the lock token "<prefix>:<k>"
 ARGV[5] policy when Q > 1: priority | ordered | wrr
-ARGV[6 + 2*(i-1)] job key prefix of queue i;  ARGV[7 + 2*(i-1)] its wrr weight (int >= 1)
+ARGV[6] how many of the jobs taken the worker starts at once (its free slots); the others
+        wait in the worker for a slot (fetched ahead): each gets held = 1 in its hash, which
+        the worker clears when its handler starts (mark_started), so a stalled check finds a
+        job that never started (recover_stalled puts it back without counting a stall)
+ARGV[7 + 2*(i-1)] job key prefix of queue i;  ARGV[8 + 2*(i-1)] its wrr weight (int >= 1)
 
 Each pick takes one job from one queue among those with a startable job
 (not paused, under its limits):
@@ -62,6 +66,7 @@ local expiry = now_ms + tonumber(ARGV[2])
 local worker = ARGV[3]
 local tokp = ARGV[4]
 local policy = ARGV[5]
+local at_once = tonumber(ARGV[6])
 local Q = (#KEYS - 1) / 5
 local SHIFT = 4294967296
 local LEVELS, LOOK, LOOK_MAX = 32, 64, 1024
@@ -71,7 +76,7 @@ local limited = 0
 for i = 1, Q do
   local b = 5 * (i - 1)
   local q = {wait = KEYS[b + 1], active = KEYS[b + 2], meta = KEYS[b + 3], marker = KEYS[b + 4], rl = KEYS[b + 5],
-    prefix = ARGV[6 + 2 * (i - 1)], weight = tonumber(ARGV[7 + 2 * (i - 1)]), room = n}
+    prefix = ARGV[7 + 2 * (i - 1)], weight = tonumber(ARGV[8 + 2 * (i - 1)]), room = n}
   local m = redis.call('HMGET', q.meta, 'paused', 'concurrency_limit', 'rate_max', 'rate_per_ms', 'rate_key', 'aging_ms')
   q.off = m[1] == '1'
   if m[2] or m[3] then limited = 1 end
@@ -194,12 +199,14 @@ local function start(q, i, id, s)
   end
   k = k + 1
   local tok = tokp .. ':' .. k
-  if f[7] then
-    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok)
-  else
-    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok,
-      'started_at', now_s)
+  local set = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok}
+  if not f[7] then
+    set[9], set[10] = 'started_at', now_s
   end
+  if k > at_once then
+    set[#set + 1], set[#set + 2] = 'held', '1'
+  end
+  redis.call('HSET', jk, unpack(set))
   redis.call('ZADD', q.active, expiry, id)
   q.room = q.room - 1
   q.took = true
