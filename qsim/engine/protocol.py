@@ -77,7 +77,7 @@ class JobSpec(NamedTuple):
     rkey: str = ""
 
 
-#: Key values longer than this are replaced by a digest (they name a Redis key).
+#: Key values longer than this (or that UTF-8 cannot encode) are replaced by a digest (they name a Redis key).
 MAX_RATE_KEY = 200
 
 
@@ -100,9 +100,18 @@ def rate_key_value(data: Any, field: str) -> str:
         text = v
     else:
         return ""
-    if len(text) > MAX_RATE_KEY:
+    if len(text) > MAX_RATE_KEY or not _encodable(text):
         text = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return text
+
+
+def _encodable(text: str) -> bool:
+    """Whether UTF-8 can encode ``text`` (a lone surrogate cannot: the client would write "?" for it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def with_rate_key(spec: JobSpec, field: str) -> JobSpec:
