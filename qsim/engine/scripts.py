@@ -224,6 +224,10 @@ def redis_errors(where: str) -> Iterator[None]:
         yield
     except CONNECTION_ERRORS as e:
         raise RedisUnavailable(f"Redis unavailable ({where}): {e}") from e
+    except redis.exceptions.OutOfMemoryError as e:
+        raise EngineError(f"Redis refused the write ({where}): it is at its maxmemory (maxmemory-policy "
+                          f"noeviction) and nothing was written; retry later (with the same job_id), after "
+                          f"freeing memory or raising maxmemory ({e})") from e
     except redis.exceptions.RedisError as e:
         raise EngineError(f"Redis error ({where}): {e}") from e
 
