@@ -21,6 +21,12 @@ one Redis Cluster slot and its Lua scripts may touch all of its keys::
                                       (the value is kept aside as ``job:<id>:corrupt``)
     qsim:{orders}:ratelimit     ZSET  recent job starts (score = start time, us) for the
                                       sliding rate limit; ``ratelimit:<value>`` per key value
+    qsim:{orders}:lane:<value>  ZSET  with a keyed rate limit: the waiting ids of one key value,
+                                      scored as in ``wait`` (which keeps every waiting id too)
+    qsim:{orders}:lanes         ZSET  the non-empty lanes whose window may have room, score = the
+                                      wait score of their best job
+    qsim:{orders}:lanes-shut    ZSET  the non-empty lanes whose window is full, score = the time
+                                      (us, Redis clock) it has room again
     qsim:{orders}:wrr:<worker>  HASH  a multi-queue worker's smooth-WRR state (kept on the
                                       worker's first queue; expires after an hour unused)
 
@@ -152,6 +158,20 @@ class QueueKeys:
     def ratelimit(self) -> str:
         """Recent starts of the rate limit; ``<this>:<value>`` per key value when keyed."""
         return self.base + "ratelimit"
+
+    def lane(self, value: str) -> str:
+        """The waiting ids of one value of the rate-limit key (a keyed limit; see lua/fetch.lua)."""
+        return self.base + "lane:" + value
+
+    @property
+    def lanes(self) -> str:
+        """The lanes that may start a job, by the wait score of their best job."""
+        return self.base + "lanes"
+
+    @property
+    def lanes_shut(self) -> str:
+        """The lanes whose window is full, by the time (us) it has room again."""
+        return self.base + "lanes-shut"
 
     def wrr(self, worker_id: str) -> str:
         """A worker's smooth weighted round-robin state."""

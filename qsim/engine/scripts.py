@@ -61,6 +61,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "add_children",
     "park",
     "queue_stats",
+    "set_rate_limit",
 )
 
 #: Lua files pasted into scripts at a line ``-- @include <name>`` (not scripts themselves).

@@ -195,3 +195,19 @@ def test_a_cut_off_counts_only_running_jobs(workers: Workers, q: Queue) -> None:
     assert [a.outcome for a in recs["long"].attempts] == ["released"]
     assert all(recs[f"short-{i}"].attempts == [] for i in range(3))
     assert q.counts()["waiting"] == 4
+
+
+def test_a_quiet_tenant_never_waits_behind_a_noisy_ones_backlog(workers: Workers, q: Queue) -> None:
+    # Given a keyed rate limit of 5 starts/s per tenant and 5,000 jobs of one tenant waiting
+    q.set_rate_limit(5, 1.0, key="tenant")
+    q.add_bulk([("hook", {"tenant": "acme", "sleep": 0.001}) for _ in range(5000)])
+    workers.start(concurrency=4)
+    wait_until(lambda: q.counts()["completed"] >= 5, timeout=10)
+    # When another tenant's job arrives
+    job = q.add("hook", {"tenant": "globex", "sleep": 0.001}, job_id="quiet")
+    wait_until(lambda: q.get_job("quiet").state == "completed", timeout=10)
+    r = q.get_job("quiet")
+    wait = r.started_at - r.enqueued_at
+    print(f"\nquiet tenant behind 5,000 throttled jobs: waited {wait:.3f} s")
+    # Then it starts at once
+    assert job.created and wait < 1.0

@@ -79,7 +79,7 @@ for i = 3, #ARGV, 7 do
       wake = true
     else
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], qsim_back_score(f[7], KEYS[7]), id)
+      qsim_wait_add(string.sub(prefix, 1, -5), id, qsim_back_score(f[7], KEYS[7]))
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', name, 'delay', 0)
       codes[#codes + 1] = 1
       wake = true
