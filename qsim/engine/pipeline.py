@@ -17,7 +17,9 @@ waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
 its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
 block that ends at a deadline (a keyed rate window reopening, a delayed job
 due) also sets a local timer that wakes the loop on time, while the BLPOP
-runs out still listening for new jobs.
+runs out still listening for new jobs; a deadline learnt while an earlier
+BLPOP still runs out sets the timer too (a keyed lane that reopens every few
+ms is fetched from on time, not at the next wake-up).
 
 Fetching ahead (docs/explanation/fetch-ahead.md): with ``prefetch="auto"``
 (the default) a fetch may also ask for a few jobs beyond the free slots, so a
@@ -217,6 +219,7 @@ class Pipeline:
         self._reserved = 0
         self._ticks: set[asyncio.Future[None]] = set()
         self._blpop: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # wakes the loop at a deadline (see _wake_at)
         self._maybe_ready = True
         self._next_promote = 0.0
         self._next_due = 0.0  # loop time the next delayed job is due (inf: none)
@@ -259,12 +262,15 @@ class Pipeline:
             if fetch and now < self._rate_until and len(self._rate_held) == queues:
                 fetch = False  # every queue with work waits for its rate limit: block until it may start
             if self._inflight >= s.max_inflight or not (pending or fetch):
-                if slots > 0 and self._blpop is None and not self._inflight:
+                if slots > 0 and not self._inflight:
                     wait = min(s.block_timeout, self._next_due - now)
                     if now < self._rate_until:
                         wait = min(wait, self._rate_until - now)
-                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait),
-                                                                    deadline=wait < s.block_timeout))
+                    if self._blpop is None:
+                        self._blpop = asyncio.ensure_future(self._block(max(0.001, wait),
+                                                                        deadline=wait < s.block_timeout))
+                    elif wait < s.block_timeout:
+                        self._wake_at(now + max(0.001, wait))  # the running BLPOP may end up to 100 ms late
                 out.wake.clear()
                 await out.wake.wait()
                 continue
@@ -367,7 +373,8 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         held = self._rate_held if loop.time() < self._rate_until else set()
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
-        timer = loop.call_later(timeout, self._wake_to_fetch) if deadline and markers else None
+        if deadline and markers:
+            self._wake_at(loop.time() + timeout)
         pushed = False
         try:
             if markers:
@@ -381,9 +388,20 @@ class Pipeline:
             await asyncio.sleep(0.1)
         finally:
             self._blpop = None
-            if timer is not None:
-                timer.cancel()
         self._woken = pushed
+        self._wake_to_fetch()
+
+    def _wake_at(self, at: float) -> None:
+        """Have the loop promote and fetch at loop time ``at`` (or earlier, if a timer is set for earlier)."""
+        t = self._timer
+        if t is not None and t.when() <= at:
+            return
+        if t is not None:
+            t.cancel()
+        self._timer = asyncio.get_running_loop().call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
         self._wake_to_fetch()
 
     def _wake_to_fetch(self) -> None:
@@ -459,6 +477,9 @@ class Pipeline:
 
     async def aclose(self) -> None:
         """Cancel what is still in flight (batches, the BLPOP) and wait for it to end."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         rest = [*self._ticks, *([self._blpop] if self._blpop is not None else [])]
         for t in rest:
             t.cancel()
