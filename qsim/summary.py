@@ -1,4 +1,4 @@
-"""The Summary: one function turns records into the JSON contract of DESIGN.md.
+"""The Summary: one function turns records into the JSON contract (``docs/reference/summary.md``).
 
 The model, the engine harness and the analysis all call :func:`summarize`, so a
 prediction and a measurement are the same quantity, defined the same way:
@@ -42,7 +42,7 @@ def field_value(summary: Mapping[str, Any], path: str) -> Any:
     return node
 
 
-# The JSON contract (DESIGN.md), spelled out for editors and type checkers. At run time a
+# The JSON contract (docs/reference/summary.md), spelled out for editors and type checkers. At run time a
 # Summary is a plain dict: json.dumps, equality and indexing work as before.
 
 class Stats(TypedDict):
@@ -86,7 +86,7 @@ class QueueSummary(TypedDict):
 
 
 class Summary(TypedDict):
-    """The Summary of one run, model or engine (the JSON contract of DESIGN.md)."""
+    """The Summary of one run, model or engine (the JSON contract: docs/reference/summary.md)."""
 
     scenario: str
     source: str
@@ -149,7 +149,7 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
     enq = jobs["enqueued"].to_numpy(float)
     started = jobs["started"].to_numpy(float)
     finished = jobs["finished"].to_numpy(float)
-    out_code, out_names = pd.factorize(jobs["outcome"])
+    out_code, out_names = _codes(jobs["outcome"])
     outcome = {str(name): out_code == k for k, name in enumerate(out_names)}
     nothing = np.zeros(len(jobs), dtype=bool)
     completed, dead = outcome.get("completed", nothing), outcome.get("dead", nothing)
@@ -212,10 +212,7 @@ def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> lis
     """Per value of ``column`` present among the measured rows, in sorted order: (name, measured rows
     [, all rows]) as boolean masks (what ``groupby(sort=True)`` of the measured rows gives); all rows
     is None when it is every row."""
-    if isinstance(column.dtype, pd.CategoricalDtype):  # compact: its codes as they are
-        codes, names = column.cat.codes.to_numpy(), column.cat.categories
-    else:
-        codes, names = pd.factorize(column)
+    codes, names = _codes(column)
     present = np.unique(codes[measured])
     out: list[Any] = []
     for k in sorted((k for k in present.tolist() if k >= 0), key=lambda k: names[k]):
@@ -226,6 +223,37 @@ def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> lis
             mine &= measured
             out.append((str(names[k]), mine))
     return out
+
+
+#: A string column with at most this many distinct values is coded by comparing with each (see :func:`_codes`).
+_FEW = 64
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, Sequence[Any] | pd.Index]:
+    """``(codes, names)`` of a column: row ``i`` is ``names[codes[i]]`` (-1: missing, factorized columns only).
+
+    A category column gives its own codes. A column of a few distinct strings
+    (names: types, queues, outcomes) is coded by one comparison per name: no
+    hash table the size of the column (``pd.factorize`` of a million objects
+    takes some 60 MB for a moment), and as fast.
+    """
+    if isinstance(column.dtype, pd.CategoricalDtype):  # compact: its codes as they are
+        return column.cat.codes.to_numpy(), column.cat.categories
+    values = column.to_numpy()
+    if values.dtype == object:
+        distinct: set[Any] = set()
+        for lo in range(0, values.size, 1 << 16):  # by chunks: stops early when there are many
+            distinct.update(values[lo:lo + (1 << 16)])
+            if len(distinct) > _FEW:
+                break
+        if len(distinct) <= _FEW and all(isinstance(v, str) for v in distinct):
+            names = sorted(distinct)
+            codes = np.full(values.size, len(names) - 1, dtype=np.int8)  # every row holds one of the names
+            for k, name in enumerate(names[:-1]):
+                codes[values == name] = k
+            return codes, names
+    coded, uniques = pd.factorize(column)
+    return coded, uniques
 
 
 def _busy(records: Records, start: float, end: float) -> float:

@@ -3,7 +3,8 @@
 An SLO is ``<metric><op><number>``, e.g. ``p95_wait<=2``. Metrics name Summary
 fields: ``mean_wait``, ``p50_wait``, ``p95_wait``, ``p99_wait``, ``max_wait``,
 the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
-``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``.
+``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``, ``==``
+(``lost==0``).
 
 How :func:`plan` decides, point by point:
 
@@ -61,8 +62,8 @@ from qsim.scenario import Scenario
 __all__ = ["SLO", "parse_slo", "plan", "PlanResult", "AUTO_START", "AUTO_STEP", "AUTO_MAX", "DEFAULT_METRICS"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                   ">": operator.gt}
-_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|<|>)\s*(?P<value>\S+)\s*$")
+                                                   ">": operator.gt, "==": operator.eq}
+_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|==|<|>)\s*(?P<value>\S+)\s*$")
 
 #: ``replications="auto"``: runs per point to start with, runs added per round, and the most per point.
 AUTO_START, AUTO_STEP, AUTO_MAX = 5, 5, 40
@@ -99,7 +100,15 @@ class SLO:
         return value is not None and _OPS[self.op](value, self.value)
 
     def check(self, est: Estimate) -> str:
-        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring)."""
+        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring;
+        ``==`` is met when both bounds equal the value)."""
+        if self.op == "==":
+            low, high = est.bound(False), est.bound(True)
+            if low is None or high is None:
+                return "failed"
+            if low == high == self.value:
+                return "met"
+            return "undecided" if low <= self.value <= high else "failed"
         bound = est.bound(self.upper)
         if bound is None:
             return "failed"

@@ -67,25 +67,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
+    """``--target bullmq``: the model beside the BullMQ workers that run on ``--redis``."""
+    from qsim.bullmq.compare import compare_bullmq, queue_map
+    from qsim.bullmq.options import check_supported
+    from qsim.errors import ScenarioError
+    from qsim.safety import require_local_or_confirmed
+
+    check_supported(scenario, compare=True)
+    queue_map(scenario, args.queue or [])  # bad --queue values are refused before anything runs
+    url = args.redis or os.environ.get("REDIS_URL")
+    if not url:
+        raise ScenarioError("--target bullmq needs --redis URL (or $REDIS_URL): the Redis your BullMQ workers use")
+    require_local_or_confirmed(url, args.i_know_this_is_not_local)
+    progress = Progress(f"compare {scenario.name} (model, then BullMQ)")
+    try:
+        return compare_bullmq(scenario, url, queues=args.queue, prefix=args.prefix or "bull", seed=args.seed,
+                              max_jobs=args.jobs, drain_timeout=args.drain_timeout, progress=progress)
+    finally:
+        progress.close()
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Run the model and the engine on one scenario and print both with their ratios; with
+    """Run the model and the engine (or BullMQ) on one scenario and print both with their ratios; with
     ``--check``, the verdict per quantity, and exit 1 when one is out of tolerance."""
     from qsim.analysis.check import check, check_document, load_tolerances, quantities_of
     from qsim.analysis.compare import compare
     from qsim.harness.run import check_supported
 
     scenario = load_scenario(args.scenario)
-    check_supported(scenario)
+    if args.target == "qsim":
+        if args.queue or args.prefix:
+            from qsim.errors import ScenarioError
+
+            raise ScenarioError("--queue and --prefix name BullMQ queues: use them with --target bullmq")
+        check_supported(scenario)
     checking = args.check or args.tolerance is not None
     # a bad tolerance file is refused (exit 2) before anything runs
     tolerances = load_tolerances(args.tolerance, quantities_of(scenario)) if args.tolerance is not None else None
-    with redis_for(args) as url:
-        progress = Progress(f"compare {scenario.name} (model, then the engine)")
-        try:
-            doc = compare(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
-                          progress=progress, keep=args.keep)
-        finally:
-            progress.close()
+    if args.target == "bullmq":
+        doc = _compare_bullmq(args, scenario)
+    else:
+        with redis_for(args) as url:
+            progress = Progress(f"compare {scenario.name} (model, then the engine)")
+            try:
+                doc = compare(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
+                              progress=progress, keep=args.keep)
+            finally:
+                progress.close()
     if checking:
         doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario))
     if args.json:
@@ -94,7 +123,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(format_comparison(doc))
         if checking:
             print()
-            print(format_check(doc["check"]))
+            print(format_check(doc["check"], side=str(doc["engine"].get("source") or "engine")))
     return EXIT_FAILURE if checking and not doc["check"]["passed"] else EXIT_OK
 
 
@@ -126,7 +155,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("compare", help="model and engine side by side, with ratios; --check: a verdict",
                        description="Simulate SCENARIO and run it on the engine; print both Summaries and "
                                    "engine/model ratios. With --check, a verdict per quantity (p50/p95 wait "
-                                   "and latency within 10%% or 20 ms, throughput within 3%%, dead, lost and "
+                                   "and latency within 10% or 20 ms, throughput within 3%, dead, lost and "
                                    "unfinished exact) and exit code 1 when one is out of tolerance.",
                        epilog="Exit codes: 0 success (and, with --check, every quantity within tolerance), "
                               "1 out of tolerance or another failure, 2 bad input.")
@@ -136,4 +165,12 @@ def register(sub: Any) -> None:
     p.add_argument("--tolerance", metavar="FILE",
                    help="TOML file overriding the tolerances per quantity (implies --check): "
                         "[\"wait.p95\"] rel = 0.15, abs = 0.05, check = true")
+    p.add_argument("--target", choices=("qsim", "bullmq"), default="qsim",
+                   help="what the model is compared with: qsim's engine (default: it starts the scenario's pools) "
+                        "or bullmq (the scenario's arrivals go into BullMQ queues on --redis, where your BullMQ "
+                        "workers run)")
+    p.add_argument("--queue", action="append", metavar="Q",
+                   help="with --target bullmq: the BullMQ queue (repeat for several: SCENARIO_QUEUE=BULLMQ_QUEUE, "
+                        "or a scenario queue's own name)")
+    p.add_argument("--prefix", metavar="P", help="with --target bullmq: BullMQ's key prefix (default bull)")
     p.set_defaults(func=cmd_compare)

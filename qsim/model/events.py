@@ -71,10 +71,9 @@ from typing import Any, cast
 import pandas as pd
 from simpy.events import Event, Timeout
 
-from qsim.model.attempts import CUTOFF, STALLED
+from qsim.model.attempts import CUTOFF, STALLED, AttemptLog
 from qsim.model.context import PoolContext
 from qsim.model.dispatch import Pool
-from qsim.model.recorders import AttemptRecords
 from qsim.model.schedule import exact_delay
 from qsim.model.state import DEAD
 from qsim.scenario import EventSpec, Scenario
@@ -90,13 +89,15 @@ RUNNING, DRAINING, GONE = 0, 1, 2
 class PoolEvents:
     """Processes, their slots and the scenario's events during one model run.
 
-    ``retired`` (per slot) and :meth:`slot_done` are the core's ``retired`` and ``slot_done``.
+    The run's :class:`~qsim.model.hooks.PoolHooks`: ``retired`` (per slot) and
+    :meth:`slot_done` are what the core asks as an attempt ends. ``log``: the
+    run's attempt log (stalls and cut-offs finish their rows).
     """
 
-    def __init__(self, ctx: PoolContext, records: AttemptRecords, scenario: Scenario) -> None:
+    def __init__(self, ctx: PoolContext, log: AttemptLog, scenario: Scenario) -> None:
         self.ctx = ctx
         self.scenario = scenario
-        self.log, self.row_of = records.log, records.row_of
+        self.log, self.row_of = log, log.row_of
         self.proc_pool: list[int] = []
         self.proc_slots: list[list[int]] = []
         self.state: list[int] = []

@@ -2,7 +2,7 @@
 
 A core run (no mechanism beyond pools, priorities, policies and the
 concurrency limit) with ``records=False`` runs with :class:`StreamRecords`
-as its :class:`~qsim.model.core.Recorder` (the records-off strategy, chosen
+as its :class:`~qsim.model.hooks.Recorder` (the records-off strategy, chosen
 once). It writes no per-job record; instead it
 
 - appends each measured job's wait (at its start) and latency (at its end) to
@@ -24,7 +24,7 @@ built) and the job-table columns dispatch reads (type, queue, priority as
 lists, enqueued and service as arrays: about 41 bytes a job, the arrival feed
 reads the enqueued column itself). Measured with tracemalloc at 10^6 M/M/c
 jobs: about 82 MB at the peak (while the model is built from the draws),
-41 MB while it runs, against about 525 MB with records. The record columns
+41 MB while it runs, against about 285 MB with records (frames and Summary included). The record columns
 (started, finished, attempts, worker, outcome, ...), the DataFrames and the
 time series are never built; the statistics are bounded (a histogram per job
 type and statistic, and buffers of at most :data:`FLUSH` values). The waiting
@@ -145,8 +145,8 @@ class StreamRecords:
         # (a run with completions only before warmup has end < warmup: summarize clamps the window to 0)
         busy = self._busy
         # attempts still running when the run stopped count up to the end
-        for slot, job in enumerate(core.running):
-            if job >= 0:
+        for slot in range(core.n_slots):
+            if core.job_on(slot) >= 0:
                 busy += max(end - max(self._slot_start[slot], warmup), 0.0)
         times = np.frombuffer(self._enq, dtype=np.float64) if len(self._enq) else np.zeros(0)
         arrived = np.zeros(len(core.type_names), dtype=np.int64)

@@ -26,7 +26,7 @@ LAYERS = {
     "qsim.workload": 2,  # a scenario's drawn jobs: what the model and the harness both run
     "qsim.model": 3, "qsim.harness": 3,
     "qsim.analysis": 4, "qsim.calibrate": 4, "qsim.advise": 4,
-    "qsim.cli": 5, "qsim.loadtest": 5,
+    "qsim.cli": 5, "qsim.loadtest": 5, "qsim.api": 5,
 }
 
 
@@ -40,6 +40,10 @@ def layer(module: str) -> int | None:
 def test_package_reexports_exist() -> None:
     for name in qsim.__all__:
         assert hasattr(qsim, name), name
+    assert len(set(qsim.__all__)) == len(qsim.__all__)
+    assert set(qsim.__all__) <= set(dir(qsim))
+    with pytest.raises(AttributeError, match="no attribute 'simulat'"):
+        qsim.simulat  # noqa: B018  # a typo is an AttributeError naming it
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if not m.rsplit(".", 1)[-1].startswith("_")])
