@@ -6,8 +6,9 @@ cover the mechanisms whose timing the model mirrors from the engine: keyed rate-
 a SIGTERM cut-off (hand-back to the front), timeouts (labelled by the worker) and weighted
 round-robin over two backlogged queues. Each must pass with the default tolerances (p50/p95
 within 10% or 20 ms, throughput 3%, dead/lost/unfinished exact). About 65 s: the default run
-keeps keyed-rate-limit (10 s); the other four are marked ``long`` (``--long``; CI runs them), as is
-keyed-rate-limit with a noisy tenant's backlog of 5,000 jobs (per-key lanes, 35 s).
+keeps keyed-rate-limit (10 s); the others are marked ``long`` (``--long``; CI runs them): the four
+above, mixed-lengths (lookups fetched ahead next to multi-second reports) and keyed-rate-limit with a
+noisy tenant's backlog of 5,000 jobs (per-key lanes, 35 s).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 LONG = pytest.mark.long  # ~10-22 s each: in CI's second step and with --long, not in the default run
 CASES = [("keyed-rate-limit", 60), pytest.param("sigkill-recovery", 200, marks=LONG),
          pytest.param("sigterm-grace", 100, marks=LONG), pytest.param("timeouts", 150, marks=LONG),
-         pytest.param("wrr", 300, marks=LONG)]
+         pytest.param("wrr", 300, marks=LONG), pytest.param("mixed-lengths", 100, marks=LONG)]
 
 
 @pytest.mark.timeout(90)
