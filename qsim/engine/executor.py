@@ -143,7 +143,7 @@ class Executor:
             else:
                 k = len(held) + 1
                 held[key] = (job, now, now + self.hold_bound(k), marked)
-                if self._timer is None:
+                if k == 1 or self._timer is None:  # a new first held job: its own bound, however soon
                     self._arm()
 
     def hold_bound(self, k: int) -> float:
@@ -193,6 +193,8 @@ class Executor:
 
     def _arm(self) -> None:
         """Wake up when the first held job's hold bound passes."""
+        if self._timer is not None:
+            self._timer.cancel()
         first = next(iter(self.held.values()))
         self._timer = self._loop.call_at(first[2], self._bound_passed)  # type: ignore[union-attr]
 

@@ -297,8 +297,8 @@ class Pipeline:
         """The next batch: results and start notices from the outbox, then a promotion, then a fetch of ``n``."""
         s, out = self.settings, self.outbox
         keys, maxlen = s.keys, s.events_maxlen
-        acks, fails, rels, started = out.take(s.batch_size)
-        batch = Batch(acks, fails, rels, started)
+        acks, fails, rels, notices = out.take(s.batch_size)
+        batch = Batch(acks, fails, rels, notices)
         for k, done in by_queue(keys, acks, _job_of):
             items = [(j.id, j.token, rv, j.held_us) for j, rv, _ in done]
             batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items)], partial(self._completed, done),
@@ -311,7 +311,7 @@ class Pipeline:
         for k, back in by_queue(keys, rels, _job_of):
             batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
                       partial(self._released, k), partial(out.put_back, [], [], back, []))
-        for k, jobs in by_queue(keys, started, _self):
+        for k, jobs in by_queue(keys, notices, _self):
             batch.add([mark_started_call(k, [(j.id, j.token) for j in jobs])], _ignore,
                       partial(out.put_back, [], [], [], jobs))
         if promote:

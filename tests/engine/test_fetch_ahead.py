@@ -153,11 +153,11 @@ def test_prefetch_n_respects_a_rate_limit(workers: Workers, q: Queue) -> None:
 
 
 def test_sigterm_hands_held_jobs_back_at_once(workers: Workers, q: Queue, redis_client: redis.Redis) -> None:
-    # Given a worker of 1 slot fetching 3 ahead, warmed on 1 s jobs (it may hold a job a few seconds), running a
-    # 4 s job and holding three short ones
+    # Given a worker of 1 slot fetching 3 ahead, warmed on 0.5 s jobs (it may hold a job 2 s or more), running a
+    # 2 s job and holding three short ones
     p = workers.start(concurrency=1, prefetch="3", grace=10.0)
-    warm(q, 2, 1.0)
-    q.add_bulk([("long", {"sleep": 4.0}, {"job_id": "long"})]
+    warm(q, 2, 0.5)
+    q.add_bulk([("long", {"sleep": 2.0}, {"job_id": "long"})]
                + [("short", {"sleep": 0.01}, {"job_id": f"short-{i}"}) for i in range(3)])
     wait_until(lambda: q.counts()["active"] == 4 or q.counts()["waiting"] == 3, timeout=10)
     held = q.counts()["active"] - 1
@@ -176,10 +176,10 @@ def test_sigterm_hands_held_jobs_back_at_once(workers: Workers, q: Queue, redis_
 
 
 def test_a_cut_off_counts_only_running_jobs(workers: Workers, q: Queue) -> None:
-    # Given a worker of 1 slot fetching 3 ahead, warmed on 1 s jobs, running a 4 s job and holding three
+    # Given a worker of 1 slot fetching 3 ahead, warmed on 0.5 s jobs, running a 2 s job and holding three
     p = workers.start(concurrency=1, prefetch="3", grace=0.5)
-    warm(q, 2, 1.0)
-    q.add_bulk([("long", {"sleep": 4.0}, {"job_id": "long"})]
+    warm(q, 2, 0.5)
+    q.add_bulk([("long", {"sleep": 2.0}, {"job_id": "long"})]
                + [("short", {"sleep": 0.01}, {"job_id": f"short-{i}"}) for i in range(3)])
     wait_until(lambda: q.counts()["active"] == 4 or q.counts()["waiting"] == 3, timeout=10)
     # When it gets SIGTERM with a grace shorter than the running job
