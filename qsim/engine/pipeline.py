@@ -142,9 +142,11 @@ class Batch:
 
     __slots__ = ("parts", "acks", "fails", "releases", "started", "fetching", "probe")
 
-    def __init__(self, acks: list[Ack], fails: list[Failure], releases: list[Release], started: list[Job]) -> None:
+    def __init__(self, acks: list[Ack], fails: list[Failure], releases: list[Release],
+                 started: list[Job] | None = None) -> None:
         self.parts: list[tuple[Op[Any], Callable[[], None] | None]] = []
-        self.acks, self.fails, self.releases, self.started = acks, fails, releases, started
+        self.acks, self.fails, self.releases = acks, fails, releases
+        self.started = [] if started is None else started
         self.fetching = 0
         self.probe = False  # its fetch is the first after a wake-up (see Pipeline._probing)
 

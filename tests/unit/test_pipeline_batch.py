@@ -42,6 +42,25 @@ def test_a_failing_reader_does_not_keep_the_others_from_their_replies(caplog: py
     assert "unexpected error reading the replies" in caplog.text
 
 
+def test_a_refused_part_gives_its_results_back_and_the_others_read_their_replies(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis
+
+    seen: list[Any] = []
+    back: list[str] = []
+    b = Batch([], [], [])
+    b.add([command("PING")], seen.extend, lambda: back.append("oom"))
+    b.add([command("PING")], seen.extend, lambda: back.append("other"))
+    b.add([command("PING")], seen.extend)
+    oom = redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'")
+    with caplog.at_level(logging.ERROR, logger="qsim.engine.pipeline"):
+        passing = b.dispatch([oom, redis.exceptions.ResponseError("ERR bug"), "z"])
+    # A passing refusal (OOM) gives its part's results back and is returned; another is logged; the rest read
+    assert passing is oom and back == ["oom"] and seen == ["z"]
+    assert "Redis refused ['']" in caplog.text
+
+
 def test_results_are_grouped_by_queue_in_the_workers_order() -> None:
     keys = [QueueKeys("a"), QueueKeys("b")]
     jobs = [Job(str(i), "t", None, 1, q, 1, 0.0, None, "tok") for i, q in enumerate("babb")]
