@@ -90,8 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
     p.add_argument("--shutdown-grace", type=nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
     p.add_argument("--prefetch", type=_prefetch, default="auto", metavar="auto|N",
-                   help="jobs fetched ahead of free slots: auto (default: a few, only for short jobs on queues "
-                        "without concurrency or rate limits) or a fixed number (0: never)")
+                   help="jobs fetched ahead of free slots: auto (default: a few, only for short jobs) or a fixed "
+                        "number (0: never); never on queues with a concurrency or rate limit; a held job that "
+                        "gets no slot within its hold bound (10 ms with auto) goes back to the queue")
     _redact_option(p)
     p.add_argument("--no-uvloop", action="store_true",
                    help=f"run on asyncio's own event loop even when uvloop is installed (the fast extra); "

@@ -108,16 +108,17 @@ class Worker:
         prefetch: Jobs fetched and locked beyond ``concurrency``; they wait in
             this process (locks renewed with the running ones) so a slot that
             frees starts its next job at once instead of one round trip later.
-            Their recorded start is when their handler started (the wait in
-            the worker counts as waiting); at shutdown the ones not started go
-            back unstarted (the attempt does not count). ``"auto"`` (the
-            default) fetches a few ahead (``ceil(concurrency / 4)``, at most
-            ``batch_size``) only while the jobs are short enough that one
-            would wait in the worker about a round trip or less (handler's
-            average run time / concurrency <= 2 ms) and no queue served has
-            a concurrency or rate limit; 0 fetches only for free slots. Lifts
-            short jobs near the event loop's own limit
-            (benchmarks/engine_throughput.py).
+            ``"auto"`` (the default) fetches as many as would each wait about
+            a round trip or less (the k-th waits about k x the handler's
+            average run time / concurrency; under 2 ms), at most
+            ``batch_size``; ``N`` up to N; 0 none. None is fetched ahead while
+            a queue served has a concurrency or rate limit. A held job waits
+            for a slot at most its hold bound, ``max(10 ms, 4 x k x run time /
+            concurrency)`` and half a lock at most (10 ms with ``"auto"``),
+            then goes back to the front of its level unstarted (no attempt, no
+            stall) and the worker fetches none ahead until a slot frees; at
+            shutdown the held jobs go back at once. Its recorded start is its
+            handler's start. See docs/explanation/fetch-ahead.md.
         handle_signals: Install SIGTERM/SIGINT handlers while ``run()`` runs.
         worker_id: Name of this worker in job records (default host:pid:random).
 
