@@ -22,7 +22,11 @@ only while its lock is surely still this worker's (not reported lost by the
 lock renewal, and younger than half a lock); a job fetched again while this
 worker holds or runs it (its lock was lost meanwhile) never runs twice: a held
 copy is replaced by the new one, a running copy takes over the new lock.
-At shutdown (:meth:`Executor.close`) the held jobs go back at once.
+At shutdown (:meth:`Executor.close`) the held jobs go back at once. When a hold
+may last ``MARK_HELD`` or more, the fetch marks the held jobs in Redis and a
+notice with the next completions clears the mark of each that started, so a
+stalled check puts one that never started back without counting a stall; a
+shorter hold (every hold of ``prefetch="auto"``) is treated as a start.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from qsim.engine.backoff import Backoff
 from qsim.engine.context import JobContext
@@ -60,6 +64,9 @@ _RUN_TIME_WEIGHT = 0.1
 HOLD_MIN = 0.01
 #: ... or this many times its expected wait (k * run_time / concurrency for the k-th held job of a fetch).
 HOLD_FACTOR = 4.0
+#: Jobs are marked held in Redis (so a stalled check counts no stall for one that never started) only when
+#: a hold may last this long (seconds): a shorter hold is treated as a start, which costs Redis nothing.
+MARK_HELD = 0.1
 
 #: A held job: the job, the loop time it arrived, the loop time its hold bound passes, whether its fetch
 #: marked it held in Redis (a notice then goes out when it starts; see lua/fetch.lua).
@@ -139,7 +146,9 @@ class Executor:
                 if self._again(key, job, marked):
                     continue
             if len(running) < self._concurrency and not held:
-                self._launch(key, job, marked)
+                self._launch(key, job)
+                if marked:
+                    self.outbox.started.append(job)
             else:
                 k = len(held) + 1
                 held[key] = (job, now, now + self.hold_bound(k), marked)
@@ -169,13 +178,11 @@ class Executor:
                        job.id)
         return False
 
-    def _launch(self, key: tuple[str, str], job: Job, marked: bool) -> None:
+    def _launch(self, key: tuple[str, str], job: Job) -> None:
         self.running[key] = (job, asyncio.ensure_future(self._run(key, job)))
-        if marked:
-            self.outbox.started.append(job)
 
-    def _next(self) -> None:
-        """Start held jobs in the free slots (a slot just freed), first held first."""
+    def _take_held(self) -> tuple[tuple[str, str], Job] | None:
+        """The first held job that may start in a free slot, out of the held ones (None: none may)."""
         held, loop = self.held, self._loop
         while held and len(self.running) < self._concurrency:
             key = next(iter(held))
@@ -189,7 +196,15 @@ class Executor:
             job.held_us = int(waited * 1e6)
             if job.wait is not None:
                 job.wait += waited
-            self._launch(key, job, marked)
+            if marked:
+                self.outbox.started.append(job)
+            return key, job
+        return None
+
+    def _next(self) -> None:
+        """Start held jobs in the free slots, a task each, first held first."""
+        while (taken := self._take_held()) is not None:
+            self._launch(*taken)
 
     def _arm(self) -> None:
         """Wake up when the first held job's hold bound passes."""
@@ -263,7 +278,22 @@ class Executor:
 
     # -- running ----------------------------------------------------------------
     async def _run(self, key: tuple[str, str], job: Job) -> None:
+        """Run ``job``, then, in the slot it frees, the first held job, and so on (no task per held job: the
+        next one starts in the same step, before the pipeline builds its next batch)."""
+        while True:
+            done = await self._attempt(key, job)
+            taken = self._take_held() if done else None
+            if taken is None:
+                if self.held:
+                    self._next()
+                return
+            key, job = taken
+            self.running[key] = (job, cast("asyncio.Task[None]", asyncio.current_task()))
+
+    async def _attempt(self, key: tuple[str, str], job: Job) -> bool:
+        """One attempt of ``job`` in its slot; False when its task must end (the handler raised GeneratorExit)."""
         t0 = time.perf_counter()
+        done = True
         try:
             if self.hooks:
                 result = await self._hooked(job)
@@ -287,6 +317,7 @@ class Executor:
             # A handler's sys.exit() or KeyboardInterrupt fails its attempt like any error (retry, then the
             # DLQ); it does not stop the worker: only signals (SIGTERM/SIGINT) and close() do that.
             self.failed(job, e)
+            done = not isinstance(e, GeneratorExit)
         finally:
             took = time.perf_counter() - t0
             rt = self.run_time
@@ -294,10 +325,9 @@ class Executor:
             if self.running.get(key, (None,))[0] is job:
                 del self.running[key]
             self.blocked = False
-            if self.held:
-                self._next()
             self.outbox.wake.set()
             self.changed.set()
+        return done
 
     async def _timed(self, job: Job) -> Any:
         """The handler under the job's per-attempt timeout."""

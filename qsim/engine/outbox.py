@@ -2,9 +2,10 @@
 
 The executor (:mod:`qsim.engine.executor`) puts completions, failures and
 hand-backs here, and the jobs that started after their fetch marked them held
-(the notice clears the mark: a job that started counts a stall if its worker
-dies); the pipeline (:mod:`qsim.engine.pipeline`) takes them in batches and
-sends each batch in one round trip. The jobs in the outbox still hold their
+(a notice, sent with the queue's next completions, clears the mark: a job that
+started counts a stall if its worker dies); the pipeline
+(:mod:`qsim.engine.pipeline`) takes them in batches and sends each batch in one
+round trip. The jobs in the outbox still hold their
 lock (their renewal goes on until the batch is acknowledged).
 """
 
@@ -40,19 +41,18 @@ class Outbox:
 
     @property
     def pending(self) -> bool:
-        """Whether anything waits to be sent."""
-        return bool(self.acks or self.fails or self.releases or self.started)
+        """Whether results wait to be sent (start notices alone do not: they ride with completions)."""
+        return bool(self.acks or self.fails or self.releases)
 
-    def take(self, n: int) -> tuple[list[Ack], list[Failure], list[Release], list[Job]]:
-        """Up to ``n`` completions and ``n`` failures, and every hand-back and start notice, taken out in order."""
+    def take(self, n: int) -> tuple[list[Ack], list[Failure], list[Release]]:
+        """Up to ``n`` completions and ``n`` failures, and every hand-back, taken out in order."""
         acks, self.acks = self.acks[:n], self.acks[n:]
         fails, self.fails = self.fails[:n], self.fails[n:]
         rels, self.releases = self.releases, []
-        started, self.started = self.started, []
-        return acks, fails, rels, started
+        return acks, fails, rels
 
     def put_back(self, acks: list[Ack], fails: list[Failure], rels: list[Release], started: list[Job]) -> None:
-        """Return what :meth:`take` gave (a batch that could not be sent), ahead of the rest."""
+        """Return what a batch took (it could not be sent), ahead of the rest."""
         self.acks[:0], self.fails[:0], self.releases[:0], self.started[:0] = acks, fails, rels, started
 
     def held(self) -> list[Job]:

@@ -33,10 +33,11 @@ the limiter counted it; the fetch reply says), nor while the executor is
 ``blocked`` (held jobs just went back because no slot freed within their hold
 bound, :mod:`qsim.engine.executor`). Short jobs get the gain (no-op jobs and
 10 ms I/O jobs, benchmarks/engine_throughput.py); a job of a second or more at
-concurrency 10 is never fetched ahead by ``auto``. The fetch marks the jobs
-beyond the free slots held in Redis; when one starts, the next batch carries a
-``mark_started`` notice (a stalled check puts a job that never started back
-without counting a stall). The wait of a job fetched ahead is sent with its
+concurrency 10 is never fetched ahead by ``auto``. When a hold may last
+``MARK_HELD`` (0.1 s) or more, the fetch marks the jobs beyond the free slots
+held in Redis; when one starts, the queue's next completion call carries a
+notice that clears the mark (a stalled check puts a job that never started
+back without counting a stall); notices never make a batch of their own. The wait of a job fetched ahead is sent with its
 result, and Redis moves the attempt's recorded start on by it, so waits and run
 times in the records stay the handler's own. A higher-priority job added
 meanwhile starts after the few held here (at most their hold bound later).
@@ -72,7 +73,7 @@ import redis
 
 from qsim.engine.context import JobContext
 from qsim.engine.events import Emitter
-from qsim.engine.executor import Executor
+from qsim.engine.executor import MARK_HELD, Executor
 from qsim.engine.failures import AttemptTimeout
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
@@ -81,7 +82,6 @@ from qsim.engine.protocol import (
     complete_call,
     fail_call,
     fetch_multi_call,
-    mark_started_call,
     parse_fetch_status,
     promote_call,
     release_call,
@@ -126,10 +126,6 @@ def _job_of(item: tuple[Job, *tuple[Any, ...]]) -> Job:
 
 def _self(job: Job) -> Job:
     return job
-
-
-def _ignore(replies: list[Any]) -> None:
-    pass
 
 
 class Batch:
@@ -249,7 +245,7 @@ class Pipeline:
         queues = len(s.keys)
         while True:
             slots = 0 if ex.closing else s.concurrency + self.ahead() - ex.fetched - self._reserved
-            pending = bool(out.acks or out.fails or out.releases or out.started)
+            pending = bool(out.acks or out.fails or out.releases)
             if self.stopped and not pending and not self._inflight:
                 return
             if self.gave_up:
@@ -299,12 +295,18 @@ class Pipeline:
         """The next batch: results and start notices from the outbox, then a promotion, then a fetch of ``n``."""
         s, out = self.settings, self.outbox
         keys, maxlen = s.keys, s.events_maxlen
-        acks, fails, rels, notices = out.take(s.batch_size)
-        batch = Batch(acks, fails, rels, notices)
+        acks, fails, rels = out.take(s.batch_size)
+        batch = Batch(acks, fails, rels)
+        # start notices ride with their queue's completions (the held job took the slot one of them freed)
+        notices = {k.queue: jobs for k, jobs in by_queue(keys, out.started, _self)} if out.started else {}
         for k, done in by_queue(keys, acks, _job_of):
             items = [(j.id, j.token, rv, j.held_us) for j, rv, _ in done]
-            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items)], partial(self._completed, done),
-                      partial(out.put_back, done, [], [], []))
+            started = notices.pop(k.queue, [])
+            batch.started += started
+            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items, [(j.id, j.token) for j in started])],
+                      partial(self._completed, done), partial(out.put_back, done, [], [], started))
+        if notices or out.started:
+            out.started = [j for jobs in notices.values() for j in jobs]
         for k, failed in by_queue(keys, fails, _job_of):
             outcomes = [(j.id, j.token, e, tb, d, "timeout" if isinstance(x, AttemptTimeout) else "failed", j.held_us)
                         for j, e, tb, d, x in failed]
@@ -313,9 +315,6 @@ class Pipeline:
         for k, back in by_queue(keys, rels, _job_of):
             batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
                       partial(self._released, k), partial(out.put_back, [], [], back, []))
-        for k, jobs in by_queue(keys, notices, _self):
-            batch.add([mark_started_call(k, [(j.id, j.token) for j in jobs])], _ignore,
-                      partial(out.put_back, [], [], [], jobs))
         if promote:
             batch.add([promote_call(k, maxlen=maxlen) for k in keys], self._promoted)
             self._next_promote = now + _PROMOTE_EVERY
@@ -323,8 +322,10 @@ class Pipeline:
         if n:
             batch.probe = self._probing = probe
             self._fetch_seq += 1
-            # the jobs beyond the free slots (not counting other fetches in flight) are held in the worker
-            at_once = max(0, min(n, s.concurrency - self.executor.fetched - self._reserved))
+            # the jobs beyond the free slots (not counting other fetches in flight) are held in the worker: marked
+            # so in Redis when a hold may be long (short holds are treated as starts: a mark costs per job)
+            ex = self.executor
+            at_once = n if ex.hold_bound(1) < MARK_HELD else max(0, min(n, s.concurrency - ex.fetched - self._reserved))
             batch.add([fetch_multi_call(keys, n, s.lock_ms, s.id, f"{self._token_base}:{self._fetch_seq}", s.policy,
                                         s.weight_list, at_once)], partial(self._fetched, n, at_once))
             batch.fetching = n

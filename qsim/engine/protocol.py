@@ -38,7 +38,6 @@ __all__ = [
     "extend_lock_call",
     "recover_stalled_call",
     "release_call",
-    "mark_started_call",
     "retry_dead_call",
     "purge_dead_call",
     "progress_call",
@@ -193,7 +192,7 @@ def fetch_multi_call(
     """Fetch from several queues (in one hash slot on Cluster); ``weights`` in the order of ``ks``.
 
     ``at_once``: how many of the ``n`` jobs the worker starts at once (default all); the others are marked
-    held until :func:`mark_started_call` says their handler started (see lua/fetch.lua)."""
+    held until a :func:`complete_call` says their handler started (see lua/fetch.lua)."""
     keys: list[str] = []
     args: list[Any] = [n, lock_ms, worker_id, token_prefix, policy, n if at_once is None else at_once]
     for i, k in enumerate(ks):
@@ -230,10 +229,15 @@ def parse_fetch_status(reply: str) -> FetchReply:
 def complete_call(
     k: QueueKeys, maxlen: int, keep_count: int, keep_age_ms: int,
     items: Iterable[tuple[str, str, str] | tuple[str, str, str, int]],
+    started: Sequence[tuple[str, str]] = (),
 ) -> Call:
     """Per job ``(id, token, return value JSON[, held_us])``: ``held_us``, the µs the job waited in the
-    worker for a free slot (fetched ahead), moves its recorded start on by that much (default 0)."""
-    args: list[Any] = [k.job_prefix, maxlen, keep_count, keep_age_ms]
+    worker for a free slot (fetched ahead), moves its recorded start on by that much (default 0).
+    ``started``: ``(id, token)`` of jobs fetched ahead whose handler has started since (their held mark
+    is cleared; see lua/fetch.lua)."""
+    args: list[Any] = [k.job_prefix, maxlen, keep_count, keep_age_ms, len(started)]
+    for pair in started:
+        args.extend(pair)
     for it in items:
         args.extend(it if len(it) == 4 else (*it, 0))
     return Call("complete", (k.active, k.completed, k.events, k.meta), args)
@@ -261,14 +265,6 @@ def recover_stalled_call(k: QueueKeys, maxlen: int, max_stalled: int, limit: int
         (k.active, k.wait, k.dead, k.events, k.marker, k.seq),
         (k.job_prefix, maxlen, max_stalled, limit),
     )
-
-
-def mark_started_call(k: QueueKeys, items: Iterable[tuple[str, str]]) -> Call:
-    """Jobs ``(id, token)`` that were fetched ahead (marked held) and whose handler has now started."""
-    args: list[Any] = [k.job_prefix]
-    for it in items:
-        args.extend(it)
-    return Call("mark_started", (k.active,), args)
 
 
 def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str] | tuple[str, str, bool]]) -> Call:

@@ -53,7 +53,6 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "extend_lock",
     "recover_stalled",
     "release",
-    "mark_started",
     "retry_dead",
     "purge_dead",
     "progress",

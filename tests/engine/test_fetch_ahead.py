@@ -103,9 +103,10 @@ def test_short_jobs_fetched_ahead_never_wait_behind_long_ones(
 def test_a_held_job_of_a_stopped_worker_runs_once_and_counts_no_stall(
     workers: Workers, q: Queue, redis_client: redis.Redis
 ) -> None:
-    # Given a worker of 1 slot that fetches 2 ahead, running a 3 s job and holding two short ones
-    frozen = workers.start(concurrency=1, prefetch="2", lock=1.0, stalled=0.5, max_stalled=5)
-    warm(q, 2, 0.01)
+    # Given a worker of 1 slot that fetches 2 ahead, warmed on 0.5 s jobs (a held job may wait 1.5 s: half its
+    # lock), running a 3 s job and holding two short ones
+    frozen = workers.start(concurrency=1, prefetch="2", lock=3.0, stalled=0.5, max_stalled=5)
+    warm(q, 2, 0.5)
     q.add_bulk([("long", {"sleep": 3.0}, {"job_id": "long"})]
                + [("short", {"sleep": 0.01}, {"job_id": f"short-{i}"}) for i in range(2)])
     wait_until(lambda: redis_client.llen("test:started") >= 3, timeout=10)  # the warm jobs, then "long"
@@ -113,8 +114,8 @@ def test_a_held_job_of_a_stopped_worker_runs_once_and_counts_no_stall(
     # When the worker freezes (SIGSTOP) past its locks while another worker recovers and runs its jobs
     frozen.send_signal(signal.SIGSTOP)
     try:
-        workers.start(concurrency=4, lock=1.0, stalled=0.5, max_stalled=5)
-        wait_until(lambda: {r.id: r.state for r in q.job_records()}.get("short-1") == "completed", timeout=15)
+        workers.start(concurrency=4, lock=3.0, stalled=0.5, max_stalled=5)
+        wait_until(lambda: {r.id: r.state for r in q.job_records()}.get("short-1") == "completed", timeout=20)
     finally:
         frozen.send_signal(signal.SIGCONT)
     wait_until(lambda: q.counts()["completed"] == 5, timeout=15)
@@ -123,7 +124,8 @@ def test_a_held_job_of_a_stopped_worker_runs_once_and_counts_no_stall(
     n = runs(redis_client)
     print(f"\nheld at the freeze: {sorted(held)}; runs {dict(n)}; stalls "
           f"{ {i: recs[i].stalled for i in ('long', 'short-0', 'short-1')} }")
-    # Then the short jobs ran once each and, never started before the freeze, counted no stall
+    # Then the short jobs, held at the freeze, ran once each and, never started there, counted no stall
+    assert held == {"short-0", "short-1"}
     assert n["short-0"] == 1 and n["short-1"] == 1
     assert recs["short-0"].stalled == 0 and recs["short-1"].stalled == 0
     assert all(r.state == "completed" for r in recs.values())

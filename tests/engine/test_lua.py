@@ -171,8 +171,10 @@ def test_a_job_fetched_ahead_and_never_started_goes_back_without_a_stall(call: A
     call(P.add_call(K, [spec("a"), spec("b"), spec("c")]))
     a, b, c = P.parse_fetch(call(P.fetch_call(K, 3, 50, "w1", "tok", at_once=1)))
     assert [redis_client.hget(K.job(j), "held") for j in "abc"] == [None, "1", "1"]
-    # and b started later (its notice cleared the mark; a stale token changes nothing)
-    assert call(P.mark_started_call(K, [("b", b.token), ("c", "stale")])) == 1
+    # and b started later (its notice, with the next completions, cleared the mark; a stale token changes nothing)
+    call(P.add_call(K, [spec("d")]))
+    (d,) = fetch(call)
+    assert call(P.complete_call(K, 100, -1, -1, [(d.id, d.token, "null")], [("b", b.token), ("c", "stale")])) == [1]
     assert [redis_client.hget(K.job(j), "held") for j in "abc"] == [None, None, "1"]
     # When the worker dies and a stalled check finds the three locks expired
     time.sleep(0.08)

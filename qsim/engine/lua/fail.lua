@@ -56,7 +56,7 @@ for i = 3, #ARGV, 7 do
     local outcome = 'failed'
     if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
-    if f[14] then redis.call('HDEL', jk, 'held') end  -- its start notice is on its way (mark_started)
+    if f[14] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
     local started = qsim_held_start(jk, f[3], f[13], tonumber(ARGV[i + 6]) or 0, now_s)
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
       'log', qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))

@@ -18,8 +18,9 @@ ARGV[4] token prefix; job k of this call gets the lock token "<prefix>:<k>"
 ARGV[5] policy when Q > 1: priority | ordered | wrr
 ARGV[6] how many of the jobs taken the worker starts at once (its free slots); the others
         wait in the worker for a slot (fetched ahead): each gets held = 1 in its hash, which
-        the worker clears when its handler starts (mark_started), so a stalled check finds a
-        job that never started (recover_stalled puts it back without counting a stall)
+        the worker clears once its handler started (a notice with its next completions,
+        complete.lua), so a stalled check finds a job that never started (recover_stalled
+        puts it back without counting a stall)
 ARGV[7 + 2*(i-1)] job key prefix of queue i;  ARGV[8 + 2*(i-1)] its wrr weight (int >= 1)
 
 Each pick takes one job from one queue among those with a startable job
@@ -269,14 +270,13 @@ local function start(q, i, id, s)
   end
   k = k + 1
   local tok = tokp .. ':' .. k
-  local set = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok}
-  if not f[7] then
-    set[9], set[10] = 'started_at', now_s
+  if f[7] then
+    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok)
+  else
+    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok,
+      'started_at', now_s)
   end
-  if k > at_once then
-    set[#set + 1], set[#set + 2] = 'held', '1'
-  end
-  redis.call('HSET', jk, unpack(set))
+  if k > at_once then redis.call('HSET', jk, 'held', '1') end
   redis.call('ZADD', q.active, expiry, id)
   q.room = q.room - 1
   q.took = true
