@@ -113,7 +113,7 @@ class StandIn:
     async def aclose(self):
         pass
 
-async def batch(client, scripts, calls):
+async def batch(client, scripts, calls, **kw):
     out = []
     for c in calls:
         if c.script == "complete":  # per job: id, token, result[, µs held] (the hold is sent since prefetch="auto")

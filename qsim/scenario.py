@@ -177,6 +177,10 @@ class EngineSettings:
     fetch_overhead: float = 0.0
     ack_overhead: float = 0.0
     start_delay: float = 0.0  # model only: from a `start` event until its processes take work (their start-up)
+    #: engine only: the workers' fetching ahead, "auto" or a number of jobs (docs/explanation/fetch-ahead.md).
+    #: A job fetched ahead waits in its worker at most its hold bound (10 ms with "auto"), then goes back:
+    #: the model does not simulate that wait (it dispatches each job to a free slot at once).
+    prefetch: int | str = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -412,7 +416,8 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
              "backoff", "timeout", "fan_out", "flow", "data", "payload")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
-_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay")
+_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay",
+                "prefetch")
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
 _PROFILE_KEYS = ("points", "shape", "period", "scale")
@@ -687,7 +692,20 @@ def _parse_engine(t: _Table) -> EngineSettings:
         fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
         ack_overhead=t.number("ack_overhead", 0.0, low=0),
         start_delay=t.number("start_delay", 0.0, low=0),
+        prefetch=_prefetch(t),
     )
+
+
+def _prefetch(t: _Table) -> int | str:
+    """``engine.prefetch``: "auto" or an integer >= 0 (the engine's ``Worker(prefetch=...)``)."""
+    if not t.has("prefetch"):
+        return "auto"
+    value = t.raw["prefetch"]
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise t.where.error(t.key("prefetch"), f'must be "auto" or an integer >= 0, got {_show(value)}')
+    return t.integer("prefetch", low=0)
 
 
 # --------------------------------------------------------------------------- cross-checks

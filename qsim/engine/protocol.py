@@ -38,6 +38,7 @@ __all__ = [
     "extend_lock_call",
     "recover_stalled_call",
     "release_call",
+    "mark_started_call",
     "retry_dead_call",
     "purge_dead_call",
     "progress_call",
@@ -76,7 +77,7 @@ class JobSpec(NamedTuple):
     rkey: str = ""
 
 
-#: Key values longer than this are replaced by a digest (they name a Redis key).
+#: Key values longer than this (or that UTF-8 cannot encode) are replaced by a digest (they name a Redis key).
 MAX_RATE_KEY = 200
 
 
@@ -99,9 +100,18 @@ def rate_key_value(data: Any, field: str) -> str:
         text = v
     else:
         return ""
-    if len(text) > MAX_RATE_KEY:
+    if len(text) > MAX_RATE_KEY or not _encodable(text):
         text = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return text
+
+
+def _encodable(text: str) -> bool:
+    """Whether UTF-8 can encode ``text`` (a lone surrogate cannot: the client would write "?" for it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def with_rate_key(spec: JobSpec, field: str) -> JobSpec:
@@ -165,8 +175,9 @@ def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -
     return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit, maxlen))
 
 
-def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str) -> Call:
-    return fetch_multi_call((k,), n, lock_ms, worker_id, token_prefix)
+def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str,
+               at_once: int | None = None) -> Call:
+    return fetch_multi_call((k,), n, lock_ms, worker_id, token_prefix, at_once=at_once)
 
 
 def fetch_multi_call(
@@ -177,10 +188,14 @@ def fetch_multi_call(
     token_prefix: str,
     policy: str = "priority",
     weights: Sequence[int] | None = None,
+    at_once: int | None = None,
 ) -> Call:
-    """Fetch from several queues (in one hash slot on Cluster); ``weights`` in the order of ``ks``."""
+    """Fetch from several queues (in one hash slot on Cluster); ``weights`` in the order of ``ks``.
+
+    ``at_once``: how many of the ``n`` jobs the worker starts at once (default all); the others are marked
+    held until :func:`mark_started_call` says their handler started (see lua/fetch.lua)."""
     keys: list[str] = []
-    args: list[Any] = [n, lock_ms, worker_id, token_prefix, policy]
+    args: list[Any] = [n, lock_ms, worker_id, token_prefix, policy, n if at_once is None else at_once]
     for i, k in enumerate(ks):
         keys += (k.wait, k.active, k.meta, k.marker, k.ratelimit)
         args += (k.job_prefix, weights[i] if weights else 1)
@@ -246,6 +261,14 @@ def recover_stalled_call(k: QueueKeys, maxlen: int, max_stalled: int, limit: int
         (k.active, k.wait, k.dead, k.events, k.marker, k.seq),
         (k.job_prefix, maxlen, max_stalled, limit),
     )
+
+
+def mark_started_call(k: QueueKeys, items: Iterable[tuple[str, str]]) -> Call:
+    """Jobs ``(id, token)`` that were fetched ahead (marked held) and whose handler has now started."""
+    args: list[Any] = [k.job_prefix]
+    for it in items:
+        args.extend(it)
+    return Call("mark_started", (k.active,), args)
 
 
 def release_call(k: QueueKeys, maxlen: int, items: Iterable[tuple[str, str] | tuple[str, str, bool]]) -> Call:

@@ -19,7 +19,7 @@ from qsim.engine import limiter
 from qsim.engine.backoff import Backoff
 from qsim.engine.connection import DEFAULT_REDIS_URL, check_decoded, connect, connect_async
 from qsim.engine.jobinfo import EnqueuedJob, JobInfo
-from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.keys import DEFAULT_PREFIX, MAX_NAME, QueueKeys, check_unicode
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_REDACT,
@@ -53,8 +53,6 @@ DEFAULT_KEEP_COMPLETED = 10_000
 #: Approximate cap of each queue's event stream.
 DEFAULT_EVENTS_MAXLEN = EVENTS_MAXLEN
 _CHUNK = 1000
-#: Longest job name and job_id (both are copied into every event and log line of the job).
-MAX_NAME = 256
 
 
 def _redis_url_kwargs() -> dict[str, Any]:
@@ -125,6 +123,7 @@ class QueueCore:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
         if len(name) > MAX_NAME:
             raise ValueError(f"job name must be at most {MAX_NAME} characters, got {len(name)} ({name[:40]!r}...)")
+        check_unicode("job name", name)
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
             raise ValueError(f"priority must be an int in [0, {MAX_PRIORITY}], got {priority!r}")
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < math.inf:
@@ -141,6 +140,7 @@ class QueueCore:
             if len(job_id) > MAX_NAME:
                 raise ValueError(f"job_id must be at most {MAX_NAME} characters, got {len(job_id)} "
                                  f"({job_id[:40]!r}...)")
+            check_unicode("job_id", job_id)
             if job_id.isascii() and job_id.isdigit():
                 raise ValueError(f"job_id must not be all digits (ids of that form are the generated ones: give "
                                  f"yours a letter, e.g. 'order-{job_id}'), got {job_id!r}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from qsim.engine.connection import DEFAULT_REDIS_URL, is_cluster_url
 from qsim.engine.context import Limits
-from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys, check_unicode
 from qsim.engine.payload import DEFAULT_MAX_PAYLOAD, DEFAULT_REDACT, normalize_fields
 from qsim.engine.protocol import POLICIES
 from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, DEFAULT_KEEP_COMPLETED
@@ -116,6 +116,8 @@ class WorkerSettings:
         if len(names) > 1 and self.group is None and is_cluster_url(self.redis):
             raise ValueError(f"serving several queues on Redis Cluster needs a shared group= (hash tag), got "
                              f"queues {names!r} without one")
+        if isinstance(self.worker_id, str):
+            check_unicode("worker_id", self.worker_id)
         wid = self.worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         derived = {
             "lock_duration": float(self.lock_duration),

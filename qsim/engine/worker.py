@@ -227,8 +227,8 @@ class Worker:
 
     @property
     def active(self) -> int:
-        """Jobs running right now."""
-        return len(self._run.executor.active) if self._run is not None else 0
+        """Jobs running right now (not counting the ones fetched ahead, waiting for a slot)."""
+        return len(self._run.executor.running) if self._run is not None else 0
 
     @property
     def processed(self) -> int:
@@ -306,7 +306,7 @@ class Worker:
         s, ex = self.settings, run.executor
         tasks: list[asyncio.Future[None]] = []
         for k in s.keys:
-            held = ex.held if len(s.keys) == 1 else _held_of(ex, k.queue)
+            held = ex.locked if len(s.keys) == 1 else _held_of(ex, k.queue)
             tasks += [
                 asyncio.ensure_future(renew_locks(run.context, k, s.lock_ms, s.lock_duration / 2, held)),
                 asyncio.ensure_future(recover_stalled(run.context, k, s.max_stalled, s.stalled_interval)),
@@ -331,11 +331,11 @@ class Worker:
             return
         name = signal.Signals(signum).name
         if run.shutdown is None:
-            logger.info("%s: stop fetching, draining %s active jobs for up to %s s", name, len(run.executor.active),
+            logger.info("%s: stop fetching, draining %s running jobs for up to %s s", name, len(run.executor.running),
                         self.settings.shutdown_grace)
             self._request_close(run, self.settings.shutdown_grace)
         else:
-            logger.warning("%s again: cancelling %s active jobs now", name, len(run.executor.active))
+            logger.warning("%s again: cancelling %s running jobs now", name, len(run.executor.running))
             run.force.set()
             run.executor.changed.set()
 
@@ -344,13 +344,14 @@ class Worker:
             run.shutdown = asyncio.ensure_future(self._shutdown(run, grace))
 
     async def _shutdown(self, run: _Run, grace: float) -> None:
-        """Stop fetching, wait up to ``grace`` s for the active jobs, cut off the rest; then let the pipeline end."""
+        """Stop fetching, hand the held jobs back, wait up to ``grace`` s for the running ones, cut off the rest;
+        then let the pipeline end."""
         ex = run.executor
-        ex.closing = True
+        ex.close()
         run.pipeline.interrupt()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while ex.active and not run.force.is_set():
+        while ex.running and not run.force.is_set():
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
@@ -360,29 +361,31 @@ class Worker:
                     await ex.changed.wait()
             except TimeoutError:
                 break
-        if ex.active:
+        if ex.running:
             self._exit_code = EXIT_CUT_OFF
-            logger.warning("cutting off %s jobs still running after %s s; handing them back", len(ex.active), grace)
+            logger.warning("cutting off %s jobs still running after %s s; handing them back", len(ex.running), grace)
             await ex.cut_off(5.0)
         run.pipeline.stopped = True
         run.outbox.wake.set()
 
     async def _abort(self, run: _Run) -> None:
-        """run() itself was cancelled: hand back what runs, best effort, quickly."""
-        jobs = [j for j, _ in run.executor.active.values()]
-        run.executor.cancel_all()
+        """run() itself was cancelled: hand back what runs and what is held, best effort, quickly."""
+        ex = run.executor
+        jobs = [(j, True) for j, _ in ex.running.values()] + [(h[0], False) for h in ex.held.values()]
+        ex.held.clear()
+        ex.cancel_all()
         if jobs:
             self._exit_code = EXIT_CUT_OFF
             maxlen = self.settings.events_maxlen
             try:
                 async with asyncio.timeout(2.0):
                     await run_calls_async(run.client, run.context.scripts, [
-                        release_call(k, maxlen, [(j.id, j.token) for j in sub])
-                        for k, sub in by_queue(self.settings.keys, jobs, lambda j: j)])
+                        release_call(k, maxlen, [(j.id, j.token, started) for j, started in sub])
+                        for k, sub in by_queue(self.settings.keys, jobs, lambda it: it[0])])
             except _HAND_BACK_ERRORS as e:
                 logger.warning("could not hand back %s jobs: %s", len(jobs), e)
 
 
 def _held_of(ex: Executor, queue: str) -> Callable[[], list[Job]]:
     """The jobs of ``queue`` whose lock ``ex``'s worker holds."""
-    return lambda: [j for j in ex.held() if j.queue == queue]
+    return lambda: [j for j in ex.locked() if j.queue == queue]

@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                         redis=a.redis, prefix=a.prefix, policy=a.policy, weights=dict(a.weights),
                         concurrency=a.concurrency, lock_duration=a.lock_duration,
                         stalled_interval=a.stalled_interval, max_stalled=a.max_stalled,
-                        shutdown_grace=a.grace, worker_id=a.worker_id, keep_completed=None)
+                        shutdown_grace=a.grace, worker_id=a.worker_id, keep_completed=None,
+                        prefetch=a.prefetch if a.prefetch == "auto" else int(a.prefetch))
         import redis.asyncio
 
         client = redis.asyncio.Redis.from_url(a.redis)

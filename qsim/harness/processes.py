@@ -73,6 +73,7 @@ class WorkerSettings:
     stalled_interval: float = field(default=30.0, metadata=_help("seconds between stalled checks"))
     max_stalled: int = field(default=1, metadata=_help("stalls before a job is failed"))
     grace: float = field(default=30.0, metadata=_help("seconds to drain active jobs after SIGTERM"))
+    prefetch: str = field(default="auto", metadata=_help("jobs fetched ahead: auto or N"))
 
     @classmethod
     def for_pool(cls, scenario: Scenario, pool: str, *, redis: str, prefix: str, worker_id: str, ready_key: str,
@@ -82,7 +83,8 @@ class WorkerSettings:
         return cls(redis=redis, prefix=prefix, queues=tuple(spec.queues), concurrency=spec.concurrency,
                    worker_id=worker_id, ready_key=ready_key, policy=spec.policy,
                    weights={q: int(spec.weight(q)) for q in spec.queues}, lock_duration=eng.lock_duration,
-                   stalled_interval=eng.stalled_interval, max_stalled=eng.max_stalled, grace=grace)
+                   stalled_interval=eng.stalled_interval, max_stalled=eng.max_stalled, grace=grace,
+                   prefetch=str(eng.prefetch))
 
     @staticmethod
     def _flag(name: str) -> str:

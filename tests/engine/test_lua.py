@@ -169,13 +169,13 @@ def test_recover_stalled_requeues_then_kills_and_refuses_the_old_token(call: Any
     call(P.add_call(K, [spec("a")]))
     (a,) = fetch(call, lock_ms=50)
     time.sleep(0.08)
-    assert call(P.recover_stalled_call(K, 100, 1)) == [["a"], []]
+    assert call(P.recover_stalled_call(K, 100, 1)) == [["a"], [], []]
     h = redis_client.hgetall(K.job("a"))
     assert h["state"] == "waiting" and h["stalled"] == "1" and "token" not in h and h["attempts_made"] == "0"
     assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "null")])) == [-1]
     (a2,) = fetch(call, lock_ms=50)
     time.sleep(0.08)
-    assert call(P.recover_stalled_call(K, 100, 1)) == [[], ["a"]]
+    assert call(P.recover_stalled_call(K, 100, 1)) == [[], ["a"], []]
     h = redis_client.hgetall(K.job("a"))
     assert h["state"] == "dead" and "stalled 2 times" in h["error"]
     assert h["log"].count(",stalled,w1;") == 2

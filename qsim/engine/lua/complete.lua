@@ -36,7 +36,7 @@ for i = 5, #ARGV, 4 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
-    'parent', 'parent_base', 'started_at')
+    'parent', 'parent_base', 'started_at', 'held')
   if f.err then
     qsim_corrupt(base, id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -50,6 +50,7 @@ for i = 5, #ARGV, 4 do
     codes[#codes + 1] = -1
   else
     redis.call('ZREM', KEYS[1], id)
+    if f[11] then redis.call('HDEL', jk, 'held') end  -- its start notice is on its way (mark_started)
     local started = qsim_held_start(jk, f[3], f[10], tonumber(ARGV[i + 3]) or 0, now_s)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1,
