@@ -4,6 +4,7 @@ An SLO is ``<metric><op><number>``, e.g. ``p95_wait<=2``. Metrics name Summary
 fields: ``mean_wait``, ``p50_wait``, ``p95_wait``, ``p99_wait``, ``max_wait``,
 the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
 ``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``.
+The grammar and its one parser live in :mod:`qsim.analysis.slo` (re-exported here).
 
 How :func:`plan` decides, point by point:
 
@@ -40,8 +41,6 @@ How :func:`plan` decides, point by point:
 from __future__ import annotations
 
 import math
-import operator
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from qsim.analysis.metrics import METRICS, Metric
 from qsim.analysis.report import PlanResult
 from qsim.analysis.runlength import diagnose
 from qsim.analysis.runner import RunResult, Runner, make_runner
+from qsim.analysis.slo import SLO, parse_slo
 from qsim.analysis.search import Key, choose_axis, point_key, recommend
 from qsim.analysis.stats import Estimate, estimate, mean_summary
 from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
@@ -60,75 +60,10 @@ from qsim.scenario import Scenario
 
 __all__ = ["SLO", "parse_slo", "plan", "PlanResult", "AUTO_START", "AUTO_STEP", "AUTO_MAX", "DEFAULT_METRICS"]
 
-_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                   ">": operator.gt}
-_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|<|>)\s*(?P<value>\S+)\s*$")
-
 #: ``replications="auto"``: runs per point to start with, runs added per round, and the most per point.
 AUTO_START, AUTO_STEP, AUTO_MAX = 5, 5, 40
 #: Metrics every point reports (with their intervals) besides those of the SLOs.
 DEFAULT_METRICS = ("mean_wait", "p95_wait", "p99_wait", "p95_latency", "throughput", "utilization")
-
-
-@dataclass(frozen=True)
-class SLO:
-    """One objective: ``metric`` (optionally of one job type) compared with ``value``."""
-
-    metric: str
-    op: str
-    value: float
-    job_type: str | None = None
-
-    @property
-    def target(self) -> Metric:
-        """The metric this objective is about."""
-        return Metric(self.metric, self.job_type)
-
-    @property
-    def upper(self) -> bool:
-        """True for ``<=``/``<``: the interval's upper bound must meet it."""
-        return self.op in ("<=", "<")
-
-    def measure(self, summary: Mapping[str, Any]) -> float | None:
-        """The metric's value in a Summary (None when undefined)."""
-        return self.target.measure(summary)
-
-    def met(self, summary: Mapping[str, Any]) -> bool:
-        """Whether one Summary meets it."""
-        value = self.measure(summary)
-        return value is not None and _OPS[self.op](value, self.value)
-
-    def check(self, est: Estimate) -> str:
-        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring)."""
-        bound = est.bound(self.upper)
-        if bound is None:
-            return "failed"
-        if _OPS[self.op](bound, self.value):
-            return "met"
-        other = est.bound(not self.upper)
-        return "undecided" if other is not None and _OPS[self.op](other, self.value) else "failed"
-
-    def __str__(self) -> str:
-        scope = f"[{self.job_type}]" if self.job_type else ""
-        return f"{self.metric}{scope}{self.op}{self.value:g}"
-
-
-def parse_slo(text: str) -> SLO:
-    """Parse ``p95_wait<=2`` (see the module docstring for the metrics)."""
-    m = _SLO.match(text)
-    if not m:
-        raise ScenarioError(f"--slo must look like p95_wait<=2, got {text!r}")
-    if m["metric"] not in METRICS:
-        raise ScenarioError(f"--slo metric must be one of {', '.join(METRICS)}, got {m['metric']!r}")
-    if m["type"] and m["metric"] in ("throughput", "utilization", "dead", "lost"):
-        raise ScenarioError(f"--slo {m['metric']} has no per-type value: {text!r}")
-    try:
-        value = float(m["value"])
-    except ValueError:
-        raise ScenarioError(f"--slo value must be a number, got {m['value']!r}") from None
-    if not math.isfinite(value):
-        raise ScenarioError(f"--slo value must be a finite number, got {m['value']!r}")
-    return SLO(metric=m["metric"], op=m["op"], value=value, job_type=m["type"])
 
 
 @dataclass

@@ -52,7 +52,7 @@ def probe(redis_url: str, *, duration: float = 4.0, rate: float = 30.0, concurre
     """Measure the engine's per-job overhead on ``redis_url`` (keys of its own, deleted afterwards).
 
     Raises:
-        HarnessError: Redis cannot be reached or the worker did not start.
+        RedisUnavailable: Redis cannot be reached.  HarnessError: the worker did not start.
     """
     from qsim.harness.run import run_scenario
 

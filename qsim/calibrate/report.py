@@ -27,8 +27,10 @@ from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.service import ServiceFit
 from qsim.calibrate.typefit import TypeFit
 from qsim.display import bullets, page, para, table
+from qsim.errors import UsageError
+from qsim.outpath import make_out_dir, out_file
 from qsim.scenario import Scenario
-from qsim.scenario_toml import write_toml
+from qsim.scenario_toml import to_toml, write_toml
 
 __all__ = ["TypeFit", "Calibration", "with_paths"]
 
@@ -156,23 +158,45 @@ class Calibration:
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
-    def write(self, path: str | Path) -> Scenario:
-        """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def write(self, path: str | Path, *, option: str | None = None) -> Scenario:
+        """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written.
+
+        The folder must exist (:mod:`qsim.outpath`). Everything is checked before a file is
+        written; if writing fails midway, the CSVs this call wrote are removed again and the
+        TOML is either the new one whole or untouched.
+
+        Raises:
+            UsageError: the folder is missing or not writable (``option`` names the CLI option).
+            ScenarioError: a name holds what TOML cannot (a lone surrogate), naming the key.
+        """
+        path = out_file(path, option)
         scenario = with_paths(self.scenario, path.parent, path.stem)
-        for j in scenario.jobs:
-            f = self.types[j.name]
-            if j.service.kind == "empirical":
-                pd.DataFrame({"seconds": f.service.sample}).to_csv(j.service.path, index=False)  # type: ignore[attr-defined]
-            if j.arrival is not None and j.arrival.kind == "trace":
-                pd.DataFrame({"at": f.arrival.times}).to_csv(j.arrival.path, index=False)  # type: ignore[attr-defined]
-        write_toml(scenario, path, comments=self.comments(), header=self.header())
+        comments, header = self.comments(), self.header()
+        to_toml(scenario, comments=comments, header=header, folder=path.parent)  # refuses before any file
+        written: list[Path] = []
+        try:
+            for j in scenario.jobs:
+                f = self.types[j.name]
+                if j.service.kind == "empirical":
+                    written.append(Path(j.service.path))  # type: ignore[attr-defined]
+                    pd.DataFrame({"seconds": f.service.sample}).to_csv(written[-1], index=False)
+                if j.arrival is not None and j.arrival.kind == "trace":
+                    written.append(Path(j.arrival.path))  # type: ignore[attr-defined]
+                    pd.DataFrame({"at": f.arrival.times}).to_csv(written[-1], index=False)
+            write_toml(scenario, path, comments=comments, header=header, option=option)
+        except OSError as e:
+            _remove(written)
+            raise UsageError(f"{option + ' ' if option else ''}{path}: cannot write "
+                             f"({(e.strerror or str(e)).lower()})") from None
+        except BaseException:
+            _remove(written)
+            raise
         return Scenario.from_toml(path)
 
-    def plots(self, folder: str | Path) -> list[Path]:
-        """One PNG per job type in ``folder``: measured vs fitted service CDF, arrivals per minute."""
-        return write_plots(self.types, Path(folder))
+    def plots(self, folder: str | Path, *, option: str | None = None) -> list[Path]:
+        """One PNG per job type in ``folder`` (created if missing; its parent must exist):
+        measured vs fitted service CDF, arrivals per minute."""
+        return write_plots(self.types, make_out_dir(folder, option))
 
     # -- display --------------------------------------------------------------
     def table(self) -> pd.DataFrame:
@@ -222,6 +246,11 @@ class Calibration:
         return page(para("", bold=self._summary_line()), self.html_table(),
                     para(self._engine_line()), para(self._measured_line()), para(self._pools_line()),
                     bullets(self.warnings))
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)
 
 
 def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:

@@ -12,7 +12,9 @@ reads; ``--redis`` defaults to ``$REDIS_URL``, then ``redis://127.0.0.1:6379/0``
 The probe writes keys of its own and deletes them: like ``qsim run`` it
 refuses a Redis that is not on this machine unless confirmed, and without
 ``--redis``/``$REDIS_URL`` starts a throwaway ``redis-server``. Exit 2 on bad
-input (an empty window, a missing queue, too few jobs, a bad CSV).
+input (an empty window, a missing queue, too few jobs, a bad CSV, an output
+path whose folder is missing or not writable, a Redis URL that is malformed or
+cannot be reached), checked before anything is read: nothing is written then.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_int, print_json, resolve_redis_url
-from qsim.errors import CalibrationError
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_int, print_json, redis_url,
+                              resolve_redis_url)
+from qsim.errors import UsageError
+from qsim.outpath import out_dir, out_file
 
 __all__ = ["register", "cmd_calibrate"]
 
@@ -52,6 +56,13 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--group applies only to --from qsim (the engine's queue groups)"
     if args.source is None and (args.out or args.plots or args.queue):
         return "--out, --plots and --queue need --from (the probe alone prints the overhead)"
+    try:  # before anything is read or run: nothing is created for a path that cannot be written
+        if args.out is not None:
+            out_file(args.out, "--out")
+        if args.plots is not None:
+            out_dir(args.plots, "--plots")
+    except UsageError as e:
+        return str(e)
     return None
 
 
@@ -90,23 +101,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     problem = _check(args)
     if problem:
         return _bad(problem)
-    try:
-        overhead = _probe(args) if args.probe else None
-        if args.source is None:
-            assert overhead is not None  # _check: --probe without --from
-            if args.json:
-                print_json({"overhead": overhead.as_dict()})
-            else:
-                d = overhead.as_dict()
-                print(f"fetch_overhead = {d['fetch_overhead']:.6f}   # mean pickup, ms: {d['pickup_mean'] * 1e3:.3f}")
-                print(f"ack_overhead   = {d['ack_overhead']:.6f}   # in-slot beyond the handler, ms: "
-                      f"{d['in_slot_mean'] * 1e3:.3f}, less fetch_overhead; {d['n']} jobs")
-            return EXIT_OK
-        result = _calibrate(args, overhead)
-        scenario = result.write(args.out) if args.out else None
-        plots = result.plots(args.plots) if args.plots else []
-    except CalibrationError as e:
-        return _bad(str(e))
+    overhead = _probe(args) if args.probe else None
+    if args.source is None:
+        assert overhead is not None  # _check: --probe without --from
+        if args.json:
+            print_json({"overhead": overhead.as_dict()})
+        else:
+            d = overhead.as_dict()
+            print(f"fetch_overhead = {d['fetch_overhead']:.6f}   # mean pickup, ms: {d['pickup_mean'] * 1e3:.3f}")
+            print(f"ack_overhead   = {d['ack_overhead']:.6f}   # in-slot beyond the handler, ms: "
+                  f"{d['in_slot_mean'] * 1e3:.3f}, less fetch_overhead; {d['n']} jobs")
+        return EXIT_OK
+    result = _calibrate(args, overhead)  # bad input (CalibrationError, UsageError): exit 2 in qsim.cli.main
+    scenario = result.write(args.out, option="--out") if args.out else None
+    plots = result.plots(args.plots, option="--plots") if args.plots else []
     if args.json:
         print_json(result.as_json(scenario))
     else:
@@ -134,12 +142,13 @@ def register(sub: Any) -> None:
                     "and write a Scenario TOML that reproduces them: arrivals, service times, failures, pools and "
                     "limits per job type, each with the sample size and fit statistic it came from. --probe "
                     "measures the engine's own per-job overhead on a Redis instead (or as well).",
-        epilog="Exit codes: 0 success, 2 bad input (an empty window, a missing queue, too few jobs, a bad CSV), "
-               "1 other failures (e.g. Redis unreachable).")
+        epilog="Exit codes: 0 success, 2 bad input (an empty window, a missing queue, too few jobs, a bad CSV, an "
+               "output path whose folder is missing, a Redis URL that is malformed or cannot be reached), "
+               "1 other failures.")
     p.add_argument("file", nargs="?", metavar="FILE", help="with --from csv: the CSV file (one row per job)")
     p.add_argument("--from", dest="source", choices=SOURCES,
                    help="where the measured jobs are: qsim (the engine's Redis), bullmq (a BullMQ Redis) or csv")
-    p.add_argument("--redis", metavar="URL", help="the Redis to read (default $REDIS_URL, then "
+    p.add_argument("--redis", type=redis_url, metavar="URL", help="the Redis to read (default $REDIS_URL, then "
                                                   "redis://127.0.0.1:6379/0); for --probe alone: the Redis to probe "
                                                   "(default $REDIS_URL, else a throwaway redis-server)")
     p.add_argument("--queue", action="append", default=[], metavar="NAME", help="a queue to read (repeat for several)")
@@ -160,8 +169,10 @@ def register(sub: Any) -> None:
     p.add_argument("--min-jobs", type=pos_int, default=30, metavar="N",
                    help="a job type with fewer jobs in the window is an error (default 30)")
     p.add_argument("--name", default="calibrated", help="the scenario's name (default: calibrated)")
-    p.add_argument("--out", metavar="FILE.toml", help="write the scenario TOML (commented; CSVs beside it)")
-    p.add_argument("--plots", metavar="DIR", help="write one PNG per job type: service CDF, arrivals per minute")
+    p.add_argument("--out", metavar="FILE.toml", help="write the scenario TOML (commented; CSVs beside it); its "
+                   "folder must exist")
+    p.add_argument("--plots", metavar="DIR", help="write one PNG per job type: service CDF, arrivals per minute "
+                   "(DIR is created if missing; its parent must exist)")
     p.add_argument("--probe", action="store_true",
                    help="run a short light-load probe on the engine (keys of its own, deleted afterwards) and fit "
                         "[engine] fetch_overhead and ack_overhead; with --from, use them for the calibration")

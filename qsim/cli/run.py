@@ -17,16 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, load_scenario, nonneg_float, nonneg_int, pos_int,
-                              print_json)
+                              print_json, redis_url, resolve_redis_url)
 from qsim.cli.output import format_check, format_comparison, format_summary, write_outputs
+from qsim.outpath import out_dir
 
 __all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
 
 
 @contextlib.contextmanager
 def redis_for(args: argparse.Namespace) -> Iterator[str]:
-    """The Redis URL to run against, starting a throwaway server when none is given."""
-    url = args.redis or os.environ.get("REDIS_URL")
+    """The Redis URL to run against, starting a throwaway server when none is given.
+
+    Raises:
+        UsageError: the URL (``--redis`` or ``$REDIS_URL``) is malformed, or not local and not confirmed.
+    """
+    url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if url:
         from qsim.safety import require_local_or_confirmed
 
@@ -56,6 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     check_supported(scenario)  # bad input is refused before any process starts
+    if args.out is not None:
+        out_dir(args.out, "--out")
     with redis_for(args) as url:
         result = _engine(args, scenario, url)
     if args.out:
@@ -100,7 +107,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
-    p.add_argument("--redis", metavar="URL", help="Redis to run on (default: $REDIS_URL, else a throwaway "
+    p.add_argument("--redis", type=redis_url, metavar="URL", help="Redis to run on (default: $REDIS_URL, else a throwaway "
                                                   "redis-server started for this command)")
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="add only the first N jobs")
@@ -121,7 +128,8 @@ def register(sub: Any) -> None:
                                    "the planned arrivals, real signals for events. Prints the same Summary as "
                                    "`qsim simulate`, measured.")
     _common(p)
-    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots "
+                   "(DIR is created if missing; its parent must exist)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("compare", help="model and engine side by side, with ratios; --check: a verdict",
                        description="Simulate SCENARIO and run it on the engine; print both Summaries and "

@@ -8,6 +8,7 @@ from typing import Any
 
 from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
 from qsim.cli.output import format_summary, format_theory, write_outputs
+from qsim.outpath import out_dir
 
 __all__ = ["register", "cmd_simulate", "cmd_theory"]
 
@@ -17,6 +18,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from qsim.model import simulate
 
     scenario = load_scenario(args.scenario)
+    if args.out is not None:
+        out_dir(args.out, "--out")  # before the run: a path that cannot be written is refused first
     progress = Progress(f"simulate {scenario.name}")
     try:
         result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress)
@@ -56,7 +59,8 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
     p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
-    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots "
+                   "(DIR is created if missing; its parent must exist)")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("theory", help="closed-form prediction (Erlang C, Allen-Cunneen, Cobham)",

@@ -67,7 +67,7 @@ class LoadTestRun:
             (:mod:`qsim.loadtest.schedule`) among ``count`` adding processes.
 
     Raises:
-        HarnessError: A non-local Redis without the confirmation flag.
+        UsageError: A non-local Redis without the confirmation flag, or a malformed Redis URL.
         ScenarioError: A bad or unsupported scenario.
     """
 

@@ -129,8 +129,10 @@ def test_missing_queues_and_foreign_layouts(measured: tuple[str, EngineResult],
     finally:
         client.delete(f"{run.prefix}:{{listy}}:completed")
         client.close()
-    assert main(["calibrate", "--from", "qsim", "--redis", "redis://127.0.0.1:1/0", "--queue", "q"]) == 1
-    assert "cannot reach Redis at redis://127.0.0.1:1/0" in capsys.readouterr().err
+    # a Redis that cannot be reached is bad input too (the URL is the user's): exit 2, one line
+    assert main(["calibrate", "--from", "qsim", "--redis", "redis://127.0.0.1:1/0", "--queue", "q"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach Redis at redis://127.0.0.1:1/0 (connection refused)" in err and err.count("\n") == 1
 
 
 def test_probe_measures_the_engine_overhead(measured: tuple[str, EngineResult],
@@ -154,5 +156,5 @@ def test_probe_measures_the_engine_overhead(measured: tuple[str, EngineResult],
     assert c.types["cut"].service.shift == pytest.approx(o["fetch_overhead"] + o["ack_overhead"])
     assert c.overhead.source == "probe" and "probe" in c.comments()["engine.ack_overhead"]
     # and a Redis that is not on this machine is refused before anything is written
-    assert main(["calibrate", "--probe", "--redis", "redis://10.255.255.1:6379/0"]) == 1
+    assert main(["calibrate", "--probe", "--redis", "redis://10.255.255.1:6379/0"]) == 2
     assert "--i-know-this-is-not-local" in capsys.readouterr().err
