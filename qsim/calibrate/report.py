@@ -132,7 +132,7 @@ class Calibration:
             else:
                 others = ", ".join(f"{kind} {v['ks']:.3g}" for kind, v in s.candidates.items() if kind != s.kind)
                 c[f"{k}.service"] = (f"{s.kind} by maximum likelihood from {s.n} successful runs{less}; "
-                                     f"KS {s.ks:.3g} (p {s.ks_p:.2g}, optimistic); other fits' KS: {others}")
+                                     f"KS {s.ks:.3g}, p {s.ks_p:.2g} by {s.p_method}; other fits' KS: {others}")
             fl = f.failures
             c[f"{k}.fail_prob"] = (f"{fl.failed_attempts} failed attempts, {fl.dead} dead of {fl.jobs} finished jobs; "
                                    f"95% CI [{fl.fail_ci[0]:.3g}, {fl.fail_ci[1]:.3g}]")
@@ -146,9 +146,19 @@ class Calibration:
         for i, q in enumerate(self.scenario.queues):
             c[f"queues[{i}]"] = "limits as stored in the queue's settings"
         o = self.overhead
-        c["engine.fetch_overhead"] = f"{o.source} (n = {o.n})" + (f"; {o.note}" if o.note else "")
+        c["engine"] = f"the per-job overhead: {o.treatment}; from {o.source} (n = {o.n})" + \
+            (f"\nnote: {o.note}" if o.note else "")
+        c["engine.fetch_overhead"] = "slot held before the handler: the probe's mean pickup" if o.source == "probe" \
+            else ("slot held before the handler: the mean pickup of jobs that found a slot free"
+                  if o.fetch_overhead else "none measured here (see the table's note)")
         c["engine.ack_overhead"] = "the probe's in-slot time beyond the handler, less fetch_overhead" \
             if o.source == "probe" else "not observable in job records (part of the fitted service)"
+        c["engine.pickup_latency"] = ("the mean pickup of jobs that found a slot free: not known to hold a slot, "
+                                      "so it is waited without holding one") if o.pickup_latency else \
+            "none (the pickup, if any, is fetch_overhead)"
+        if o.by_load:
+            c["engine.overhead_by_load"] = ("[utilization, fetch_overhead, ack_overhead] measured by the probe at "
+                                            "each load; the model reads the row of the load it simulates")
         return c
 
     def header(self) -> str:
@@ -206,6 +216,7 @@ class Calibration:
             rows.append({"type": name, "queue": f.queue, "jobs": f.jobs, "arrival": _arrival_text(f.arrival),
                          "service": _service_text(f.service), "n": f.service.n,
                          "KS": None if math.isnan(f.service.ks) else round(f.service.ks, 4),
+                         "KS p": None if math.isnan(f.service.ks_p) else round(f.service.ks_p, 3),
                          "fail_prob": round(f.failures.fail_prob, 4), "poison_prob": round(f.failures.poison_prob, 4),
                          "attempts": f.attempts, "priority": f.priority})
         return pd.DataFrame(rows)
@@ -226,7 +237,12 @@ class Calibration:
 
     def _engine_line(self) -> str:
         o = self.overhead
-        return f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)} ({o.source})"
+        if o.by_load:
+            rows = ", ".join(f"{u:.2g}: {_ms(f)} + {_ms(a)}" for u, f, a in o.by_load)
+            return f"engine: overhead by load (utilization: fetch + ack) {rows} ({o.source})"
+        pickup = f", pickup_latency {_ms(o.pickup_latency)}" if o.pickup_latency else ""
+        return (f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)}{pickup} "
+                f"({o.source}: {o.treatment})")
 
     def __repr__(self) -> str:
         lines = [self._summary_line()]

@@ -4,7 +4,7 @@
 
     qsim calibrate --from qsim|bullmq --redis URL --queue NAME [--queue ...] [--prefix P] [--since T] [--until T]
                    [--out FILE.toml] [--plots DIR] [--json]
-    qsim calibrate --from csv FILE [--out FILE.toml] [--json]
+    qsim calibrate --from csv FILE [--drop-bad-rows] [--out FILE.toml] [--json]
     qsim calibrate --probe [--redis URL] [--json]
 
 Reading is read-only (``--from qsim|bullmq`` never writes to the Redis it
@@ -54,6 +54,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"--from {args.source} needs --queue NAME (repeat it for several queues)"
     if args.group and args.source != "qsim":
         return "--group applies only to --from qsim (the engine's queue groups)"
+    if args.drop_bad_rows and args.source != "csv":
+        return "--drop-bad-rows applies only to --from csv (the Redis sources' records are read as they are)"
     if args.source is None and (args.out or args.plots or args.queue):
         return "--out, --plots and --queue need --from (the probe alone prints the overhead)"
     try:  # before anything is read or run: nothing is created for a path that cannot be written
@@ -84,7 +86,7 @@ def _calibrate(args: argparse.Namespace, overhead: Any) -> Any:
     options: dict[str, Any] = dict(since=args.since, until=args.until, service=args.service, arrivals=args.arrivals,
                                    min_jobs=args.min_jobs, overhead=overhead, name=args.name)
     if args.source == "csv":
-        return cal.from_csv(args.file, **options)
+        return cal.from_csv(args.file, drop_bad_rows=args.drop_bad_rows, **options)
     url = resolve_redis_url(args.redis)
     read = cal.from_redis if args.source == "qsim" else cal.from_bullmq
     extra: dict[str, Any] = {"group": args.group} if args.source == "qsim" else {}
@@ -166,6 +168,10 @@ def register(sub: Any) -> None:
     p.add_argument("--arrivals", choices=("fit", "trace"), default="fit",
                    help="fit: poisson, burst or constant by a dispersion test (default); trace: write the "
                         "measured enqueue times as a CSV beside the TOML")
+    p.add_argument("--drop-bad-rows", action="store_true",
+                   help="--from csv: leave out impossible rows (finished before started, started before enqueued, "
+                        "a time that is not finite, negative counts) and say how many; without it the first one "
+                        "is an error naming its line")
     p.add_argument("--min-jobs", type=pos_int, default=30, metavar="N",
                    help="a job type with fewer jobs in the window is an error (default 30)")
     p.add_argument("--name", default="calibrated", help="the scenario's name (default: calibrated)")

@@ -35,7 +35,12 @@ time series), and the mechanisms plug into the core:
   took the job (the slot is held meanwhile);
 - ``ack_overhead``: each attempt's result reaches Redis that long after its
   handler returned (or failed, or timed out): the slot is held meanwhile, and
-  the attempt's end (and the job's ``finished``) is that later time.
+  the attempt's end (and the job's ``finished``) is that later time. With
+  ``overhead_by_load`` both are read from the table at the scenario's offered
+  utilization (:func:`qsim.load.engine_overhead`; :attr:`Model.overhead` says which);
+- ``pickup_latency``: every drawn arrival becomes takeable that long after its
+  enqueue (the feed runs late by it; its ``enqueued`` stays the drawn time),
+  holding no slot: part of each wait. Children and retries are taken at once.
 
 Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
@@ -56,6 +61,7 @@ import numpy as np
 import pandas as pd
 from simpy.events import Event, Timeout
 
+from qsim.load import engine_overhead
 from qsim.model.arrivals import ArrivalFeed
 from qsim.model.core import ModelCore, Progress
 from qsim.model.draws import DrawIndex
@@ -106,7 +112,8 @@ def needs_full(scenario: Scenario) -> bool:
     return (any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 or j.fan_out is not None
                 or j.flow is not None for j in scenario.jobs)
             or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
-            or bool(scenario.events) or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0)
+            or bool(scenario.events) or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0
+            or bool(scenario.engine.overhead_by_load))
 
 
 class Model:
@@ -148,13 +155,15 @@ class Model:
         on_arrival: Callable[[int, float], None] = core.enqueue
         on_batch: Callable[[list[int], float], None] = core.enqueue_batch
         last = float(arrivals.time[-1]) if len(arrivals) else 0.0
-        self.horizon = max(s.duration, last) + float(arrivals.service.sum()) + 1.0
+        pickup = s.engine.pickup_latency
+        self.horizon = max(s.duration, last) + pickup + float(arrivals.service.sum()) + 1.0
+        #: The engine overhead applied (the scalars, or overhead_by_load at the offered utilization).
+        self.overhead = eng = engine_overhead(s)
         if full:
-            eng = s.engine
             draws = DrawIndex(workload)
-            self.recorder = rec = AttemptRecords(core, eng.fetch_overhead)
-            if eng.fetch_overhead > 0 or eng.ack_overhead > 0 or any(j.timeout > 0 for j in s.jobs):
-                core.set_timing(eng.fetch_overhead, eng.ack_overhead, [j.timeout for j in s.jobs])
+            self.recorder = rec = AttemptRecords(core, eng.fetch)
+            if eng.fetch > 0 or eng.ack > 0 or any(j.timeout > 0 for j in s.jobs):
+                core.set_timing(eng.fetch, eng.ack, [j.timeout for j in s.jobs])
             core.attempt_result = Retries(core, draws, rec, s, self.seed)
             if any(j.flow is not None or j.fan_out is not None for j in s.jobs):
                 self.flows = Flows(core, draws, s)
@@ -163,15 +172,18 @@ class Model:
             if s.events:
                 self.events = PoolEvents(core, rec, s)
                 core.retired, core.slot_done = self.events.retired, self.events.slot_done
-            self.horizon = _full_horizon(s, draws, arrivals)
+            self.horizon = _full_horizon(s, draws, arrivals, eng.fetch + eng.ack) + pickup
         elif streaming:
             self.recorder = StreamRecords(core, self.seed)
         else:
             self.recorder = JobRecords(core)
         core.recorder = self.recorder
         # a record-less run's feed reads the enqueued column itself (one O(jobs) array less)
-        self.feed = ArrivalFeed(core.env, core.jobs.enqueued if streaming else arrivals.time,
-                                on_arrival=on_arrival, on_batch=on_batch, retime=core.retime)
+        times = core.jobs.enqueued if streaming else arrivals.time
+        retime = core.retime
+        if pickup > 0:  # takeable pickup_latency after the drawn enqueue, which the job keeps (< its start)
+            times, retime = np.asarray(times, dtype=np.float64) + pickup, _keep_enqueued
+        self.feed = ArrivalFeed(core.env, times, on_arrival=on_arrival, on_batch=on_batch, retime=retime)
         self._ran = False
 
     # ------------------------------------------------------------------ run
@@ -231,10 +243,13 @@ class Model:
         return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
 
 
-def _full_horizon(s: Scenario, draws: DrawIndex, arrivals: JobDraws) -> float:
+def _keep_enqueued(job: int, now: float) -> None:
+    """The feed's ``retime`` under a pickup latency: the job keeps its drawn enqueue time (before ``now``)."""
+
+
+def _full_horizon(s: Scenario, draws: DrawIndex, arrivals: JobDraws, overhead: float) -> float:
     """A time by which every job could have settled even on one slot (see the module docstring)."""
     work = backoff = rated = 0.0
-    overhead = s.engine.fetch_overhead + s.engine.ack_overhead
     for k, table in enumerate(draws.tables):
         if table is None or not len(table):
             continue
