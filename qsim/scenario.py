@@ -10,8 +10,9 @@ A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
 
 Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
 qsim extends it with ``description`` (one line: what the scenario shows),
-``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``
-and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
+``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``,
+rate profiles (``arrival = {kind = "profile", points = [[t, rate], ...], shape, period, scale}``,
+and a ``burst`` with ``points`` instead of ``rate``) and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
 e.g. the tenant a keyed rate limit reads).
 """
 
@@ -254,6 +255,8 @@ class Scenario:
 
 def _plain(x: Any) -> Any:
     """``x`` as plain TOML-ready values (dicts, lists, str, numbers); None fields dropped."""
+    if isinstance(x, (dists.ProfileArrivals, dists.BurstArrivals)):
+        return x.as_table()
     if isinstance(x, (dists.Distribution, dists.Arrival)):  # kind first; the values read from a CSV stay there
         return {"kind": x.kind, **{f.name: _plain(getattr(x, f.name)) for f in fields(cast(Any, x)) if f.name not in ("values", "at")}}
     if is_dataclass(x) and not isinstance(x, type):
@@ -409,7 +412,9 @@ _ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overh
                 "pickup_latency", "overhead_by_load")
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
-_ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size"), "trace": ("path",)}
+_PROFILE_KEYS = ("points", "shape", "period", "scale")
+_ARRIVAL_KEYS = {"poisson": ("rate",), "constant": ("rate",), "burst": ("rate", "size", *_PROFILE_KEYS),
+                 "trace": ("path",), "profile": _PROFILE_KEYS}
 _SERVICE_KEYS = {"constant": ("mean",), "exponential": ("mean",), "lognormal": ("mean", "cv"),
                  "gamma": ("mean", "cv"), "uniform": ("low", "high"), "empirical": ("path",)}
 
@@ -536,12 +541,57 @@ def _parse_arrival(t: _Table) -> dists.Arrival:
     kind, a = _kind_table(t, "arrival", _ARRIVAL_KEYS)
     if kind == "trace":
         return dists.TraceArrivals(path=(p := _path(a)), at=_read_column(p, a, "path"))
+    if kind == "profile":
+        return dists.ProfileArrivals(profile=_parse_profile(a))
+    if kind == "burst" and a.has("points"):
+        if a.has("rate"):
+            raise a.where.error(a.key("rate"), "must be left out when `points` give the rate (a profiled burst)")
+        return dists.BurstArrivals(size=a.integer("size", required=True, low=1), profile=_parse_profile(a))
+    for name in _PROFILE_KEYS:
+        if a.has(name):
+            raise a.where.error(a.key(name), f"belongs to a rate profile: give `points` too (or use kind = \"profile\")")
     rate = a.number("rate", required=True, low=0, strict_low=True)
     if kind == "poisson":
         return dists.PoissonArrivals(rate=rate)
     if kind == "constant":
         return dists.ConstantArrivals(rate=rate)
     return dists.BurstArrivals(rate=rate, size=a.integer("size", required=True, low=1))
+
+
+def _parse_profile(a: _Table) -> dists.RateProfile:
+    """``points``, ``shape``, ``period`` and ``scale`` of a rate profile, each checked by name."""
+    raw = a.raw.get("points")
+    key = a.key("points")
+    if raw is None:
+        raise a.where.error(key, "is required: a list of [time s, rate jobs/s] pairs")
+    if not isinstance(raw, list) or not raw:
+        raise a.where.error(key, f"must be a non-empty list of [time s, rate jobs/s] pairs, got {_show(raw)}")
+    points: list[tuple[float, float]] = []
+    for i, pair in enumerate(raw):
+        where = f"{key}[{i}]"
+        if (not isinstance(pair, list) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in pair)):
+            raise a.where.error(where, f"must be a pair [time s, rate jobs/s] of numbers, got {_show(pair)}")
+        t, r = float(pair[0]), float(pair[1])
+        if not (math.isfinite(t) and math.isfinite(r)):
+            raise a.where.error(where, f"must be finite numbers, got {_show(pair)}")
+        if t < 0:
+            raise a.where.error(where, f"time must be >= 0, got {_num(t)}")
+        if r < 0:
+            raise a.where.error(where, f"rate must be >= 0, got {_num(r)}")
+        if points and t < points[-1][0]:
+            raise a.where.error(where, f"time must not be before the previous point's ({_num(points[-1][0])}): "
+                                       f"times are non-decreasing, got {_num(t)}")
+        points.append((t, r))
+    if not any(r > 0 for _, r in points):
+        raise a.where.error(key, "must give some rate > 0 (else nothing ever arrives)")
+    period = a.number("period", low=0, strict_low=True) if a.has("period") else None
+    if period is not None and period < points[-1][0]:
+        raise a.where.error(a.key("period"), f"must not be shorter than the last point's time "
+                                              f"({_num(points[-1][0])}), got {_num(period)}")
+    return dists.RateProfile(points=tuple(points),
+                             shape=a.string("shape", "linear", choices=dists.PROFILE_SHAPES),
+                             period=period, scale=a.number("scale", 1.0, low=0, strict_low=True))
 
 
 def _parse_service(t: _Table) -> dists.Distribution:
