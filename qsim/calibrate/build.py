@@ -131,6 +131,12 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
         overhead = estimate_from_jobs(jobs, spans, slots, pickup_in_run=measured.pickup_in_run) if len(runs) \
             else NO_OVERHEAD
     warnings: list[str] = list(measured.notes) + notes
+    shift = overhead.in_slot
+    if overhead.by_load and overhead.in_run:  # the overhead at the load the measured jobs ran at
+        busy = float((runs["end"] - runs["start"]).sum()) / (max(slots, 1) * (end - start)) if len(runs) else 0.0
+        shift = overhead.in_slot_at(busy)
+        warnings.append(f"service fitted less the probe's overhead at the measured utilization {busy:.2f} "
+                        f"({shift * 1e3:.3g} ms per run, from its overhead_by_load)")
     fits: dict[str, TypeFit] = {}
     specs: list[JobType] = []
     for tname in sorted(set(jobs["type"])):
@@ -148,7 +154,7 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
         if good.size == 0:
             raise CalibrationError(f"job type {tname!r} has no finished run in the window: its service time "
                                    "cannot be measured")
-        sfit = fit_service(good, shift=overhead.in_slot, empirical=service == "empirical", min_fit=min_fit,
+        sfit = fit_service(good, shift=shift, empirical=service == "empirical", min_fit=min_fit,
                            resolution=measured.resolution)
         if sfit.kind == "empirical" and service != "empirical":
             warnings.append(f"job type {tname!r}: {sfit.note}")

@@ -90,8 +90,18 @@ class Overhead:
 
     @property
     def in_slot(self) -> float:
-        """Seconds of a measured run that are overhead, not service: subtracted from the runs before the fit."""
+        """Seconds of a measured run that are overhead, not service: subtracted from the runs before the fit
+        (with ``by_load``: at the lightest load; :meth:`in_slot_at` reads the table)."""
         return self.fetch_overhead + self.ack_overhead if self.in_run else 0.0
+
+    def in_slot_at(self, utilization: float) -> float:
+        """:attr:`in_slot` at a utilization: ``by_load`` interpolated (the nearest row outside it)."""
+        if not (self.by_load and self.in_run):
+            return self.in_slot
+        from qsim.load import overhead_at
+
+        fetch, ack = overhead_at(self.engine(), utilization)
+        return fetch + ack
 
     @property
     def treatment(self) -> str:
@@ -130,8 +140,10 @@ def trimmed_mean(x: np.ndarray) -> float:
     return float(stats.trim_mean(x, 0.05)) if x.size else math.nan
 
 
-def idle_pickups(jobs: pd.DataFrame, runs: pd.DataFrame, slots: int) -> np.ndarray:
-    """Waits (first start - enqueue) of the jobs that arrived while no job waited and a slot was free."""
+def idle_pickups(jobs: pd.DataFrame, runs: pd.DataFrame, slots: int,
+                 window: tuple[float, float] = (-math.inf, math.inf)) -> np.ndarray:
+    """Waits (first start - enqueue) of the jobs that arrived while no job waited and a slot was free
+    (of those enqueued in ``window``; every job counts in deciding whether one waited)."""
     enq = jobs["enqueued"].to_numpy(float)
     start = jobs["started"].to_numpy(float)
     ok = np.isfinite(enq) & np.isfinite(start) & (start >= enq)
@@ -144,7 +156,7 @@ def idle_pickups(jobs: pd.DataFrame, runs: pd.DataFrame, slots: int) -> np.ndarr
     r0 = np.sort(runs["start"].to_numpy(float))
     r1 = np.sort(runs["end"].to_numpy(float))
     active = np.searchsorted(r0, enq, side="right") - np.searchsorted(r1, enq, side="right")
-    idle = (waiting <= 0) & (active < slots)
+    idle = (waiting <= 0) & (active < slots) & (enq >= window[0]) & (enq < window[1])
     return np.asarray(start[idle] - enq[idle], dtype=float)
 
 

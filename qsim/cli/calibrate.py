@@ -6,6 +6,7 @@
                    [--out FILE.toml] [--plots DIR] [--json]
     qsim calibrate --from csv FILE [--drop-bad-rows] [--out FILE.toml] [--json]
     qsim calibrate --probe [--redis URL] [--json]
+    qsim calibrate --probe --concurrency N [--workers W] [--loads 0.1,0.4,0.7,0.9] [--probe-service S] [--json]
 
 Reading is read-only (``--from qsim|bullmq`` never writes to the Redis it
 reads; ``--redis`` defaults to ``$REDIS_URL``, then ``redis://127.0.0.1:6379/0``).
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_int, print_json, redis_url,
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_float, pos_int, print_json, redis_url,
                               resolve_redis_url)
 from qsim.errors import UsageError
 from qsim.outpath import out_dir, out_file
@@ -58,6 +59,12 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--drop-bad-rows applies only to --from csv (the Redis sources' records are read as they are)"
     if args.source is None and (args.out or args.plots or args.queue):
         return "--out, --plots and --queue need --from (the probe alone prints the overhead)"
+    loaded = args.concurrency is not None
+    if not args.probe and (loaded or args.workers is not None or args.loads is not None
+                           or args.probe_service is not None):
+        return "--concurrency, --workers, --loads and --probe-service shape the probe: they need --probe"
+    if not loaded and (args.workers is not None or args.loads is not None):
+        return "--workers and --loads need --concurrency N (the probe under load, at your pools' shape)"
     try:  # before anything is read or run: nothing is created for a path that cannot be written
         if args.out is not None:
             out_file(args.out, "--out")
@@ -69,13 +76,16 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def _probe(args: argparse.Namespace) -> Any:
-    from qsim.calibrate.probe import probe
+    from qsim.calibrate.probe import DEFAULT_LOADS, SERVICE, probe
     from qsim.cli.run import redis_for
 
+    options: dict[str, Any] = {"service": args.probe_service or SERVICE}
+    if args.concurrency is not None:  # under load, at the user's pools' shape
+        options.update(concurrency=args.concurrency, workers=args.workers or 1, loads=args.loads or DEFAULT_LOADS)
     with redis_for(args) as url:
         progress = Progress("probe the engine's overhead")
         try:
-            return probe(url, progress=progress)
+            return probe(url, progress=progress, **options)
         finally:
             progress.close()
 
@@ -109,10 +119,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"overhead": overhead.as_dict()})
         else:
-            d = overhead.as_dict()
-            print(f"fetch_overhead = {d['fetch_overhead']:.6f}   # mean pickup, ms: {d['pickup_mean'] * 1e3:.3f}")
-            print(f"ack_overhead   = {d['ack_overhead']:.6f}   # in-slot beyond the handler, ms: "
-                  f"{d['in_slot_mean'] * 1e3:.3f}, less fetch_overhead; {d['n']} jobs")
+            print(_probe_text(overhead))
         return EXIT_OK
     result = _calibrate(args, overhead)  # bad input (CalibrationError, UsageError): exit 2 in qsim.cli.main
     scenario = result.write(args.out, option="--out") if args.out else None
@@ -128,6 +135,31 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if not args.out:
             print("\n(--out FILE.toml writes the scenario; --json prints it)", file=sys.stderr)
     return EXIT_OK
+
+
+def _probe_text(overhead: Any) -> str:
+    """The probe's result as the lines of an ``[engine]`` table."""
+    d = overhead.as_dict()
+    if overhead.by_load:
+        rows = ", ".join(f"[{u:.3f}, {f:.6f}, {a:.6f}]" for u, f, a in overhead.by_load)
+        return (f"overhead_by_load = [{rows}]\n# [utilization, fetch_overhead, ack_overhead] measured {d['source']}, "
+                f"handler {d['handler'] * 1e3:g} ms; the model reads the row of the load it simulates\n# {d['note']}")
+    return (f"fetch_overhead = {d['fetch_overhead']:.6f}   # mean pickup, ms: {d['pickup_mean'] * 1e3:.3f}\n"
+            f"ack_overhead   = {d['ack_overhead']:.6f}   # in-slot beyond the handler, ms: "
+            f"{d['in_slot_mean'] * 1e3:.3f}, less fetch_overhead; {d['n']} jobs at light load "
+            f"({d['utilization']:.0%} busy)")
+
+
+def _loads(text: str) -> tuple[float, ...]:
+    """argparse type of ``--loads``: utilizations in (0, 1], comma-separated."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be utilizations in (0, 1] such as 0.1,0.4,0.7,0.9, got {text!r}") \
+            from None
+    if not values or any(not 0 < v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"must be utilizations in (0, 1] such as 0.1,0.4,0.7,0.9, got {text!r}")
+    return values
 
 
 def _when(text: str) -> str:
@@ -180,8 +212,19 @@ def register(sub: Any) -> None:
     p.add_argument("--plots", metavar="DIR", help="write one PNG per job type: service CDF, arrivals per minute "
                    "(DIR is created if missing; its parent must exist)")
     p.add_argument("--probe", action="store_true",
-                   help="run a short light-load probe on the engine (keys of its own, deleted afterwards) and fit "
-                        "[engine] fetch_overhead and ack_overhead; with --from, use them for the calibration")
+                   help="run a short probe on the engine (keys of its own, deleted afterwards) and fit [engine] "
+                        "fetch_overhead and ack_overhead: at light load, or with --concurrency at your pools' shape "
+                        "over several loads (overhead_by_load); with --from, use them for the calibration")
+    p.add_argument("--concurrency", type=pos_int, metavar="N",
+                   help="--probe under load: jobs at once per worker, as in your pools; the probe steps through "
+                        "--loads and writes [engine] overhead_by_load (the model reads the row of its load)")
+    p.add_argument("--workers", type=pos_int, metavar="W", help="--probe under load: worker processes (default 1)")
+    p.add_argument("--loads", type=_loads, metavar="U,U,...",
+                   help=f"--probe under load: the utilizations to step through (default "
+                        f"{','.join(map(str, (0.1, 0.4, 0.7, 0.9)))}; {3:g} s each)")
+    p.add_argument("--probe-service", type=pos_float, metavar="S",
+                   help="the probe handler's time in seconds (default 0.01); near your jobs' mean service time "
+                        "the probe's jobs per second at a load are yours")
     p.add_argument("--i-know-this-is-not-local", action="store_true",
                    help="allow --probe on a Redis that is not on this machine (the probe adds and deletes keys)")
     p.add_argument("--json", action="store_true",
