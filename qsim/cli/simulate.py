@@ -33,6 +33,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print_json(result.summary)
     else:
         print(format_summary(result.summary))
+        if scenario.engine.overhead_by_load:  # which row of the table the model applied
+            from qsim.load import engine_overhead
+
+            o = engine_overhead(scenario)
+            print(f"\nengine overhead: fetch {o.fetch * 1e3:.3g} ms + ack {o.ack * 1e3:.3g} ms per attempt, "
+                  f"{o.source}")
         if args.out:
             print(f"\nwrote {args.out}/: jobs.csv timeseries.csv summary.json queue_depth.png wait_distribution.png")
     return EXIT_OK
