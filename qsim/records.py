@@ -27,14 +27,22 @@ does not track attempts, then busy time is taken from the jobs table.
 ``slots`` — how many worker slots existed over time, as (time, slots) steps
 starting at time 0, so utilization can be integrated when pools grow or shrink.
 
-Compact columns: a ``str`` column may be a pandas ``category`` (the model's
-``type``, ``queue``, ``worker``, ``outcome``, ``parent`` and the attempts'
-``worker`` and ``result`` are: a byte or two a row instead of an 8-byte
-pointer) and an ``int`` column any signed integer width that holds its values
-(:func:`small_ints`); ``job_id`` and the times stay ``object`` and
-``float64``. The values, and so a CSV written from them, are the same
-whatever the dtype: build such columns with :func:`categorical` and
-:func:`small_ints`, and :func:`jobs_frame` keeps them as they are.
+``workers`` — per pool, how many of its processes were taking work over time,
+as (time, processes) steps starting at time 0 (the windows' ``workers``,
+:mod:`qsim.windows`); empty when a source does not know its pools.
+
+Plain, compact columns: every source gives the same dtypes — ``str``
+columns are ``object``, ``int`` columns ``int64``, times ``float64`` — so a
+records frame behaves like any pandas frame (assign any value, concatenate
+model and engine frames and keep the dtypes). What keeps the model's frames
+compact at millions of rows is sharing, not narrow dtypes: a name column
+(:func:`name_column`: ``type``, ``queue``, ``worker``, ``outcome``, ``parent``,
+the attempts' ``worker`` and ``result``) holds one ``str`` object per distinct
+name, each row a pointer to it, and the model's attempts table shares the jobs
+table's arrays where they hold the same values (pandas copy-on-write: a write
+to either copies then). A source may still hand :func:`jobs_frame` a
+``category`` or a narrower int column (:func:`categorical`, :func:`small_ints`):
+it is kept as it is, and the values, the CSV and the Summary are the same.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["JOB_COLUMNS", "ATTEMPT_COLUMNS", "OUTCOMES", "ATTEMPT_RESULTS", "Records", "jobs_frame", "attempts_frame",
-           "categorical", "small_ints"]
+           "name_column", "categorical", "small_ints", "copy_on_write"]
 
 JOB_COLUMNS: Mapping[str, str] = {
     "job_id": "object", "type": "object", "queue": "object", "priority": "int64",
@@ -63,7 +71,23 @@ OUTCOMES = ("completed", "dead", "unfinished", "lost")
 ATTEMPT_RESULTS = ("ok", "failed", "timeout", "stalled", "cutoff")
 
 
-Column = Sequence[Any] | np.ndarray | pd.Categorical
+Column = Sequence[Any] | np.ndarray | pd.Categorical | pd.Series
+
+
+def name_column(codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """A plain ``str`` column (``object``) that costs a pointer a row: row ``i`` is ``names[codes[i]]``,
+    the very same ``str`` object for every row of one name (no copy of the text per row)."""
+    table = np.empty(len(names), dtype=object)
+    table[:] = list(names)  # (np.asarray would make a str array of a list of strings)
+    return table[np.asarray(codes, dtype=np.intp)] if len(table) else np.empty(len(codes), dtype=object)
+
+
+def copy_on_write() -> bool:
+    """Whether pandas copies a shared column before writing to it (always from pandas 3; in pandas 2 when
+    ``pd.options.mode.copy_on_write`` is on): then frames may share arrays safely."""
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return True
+    return pd.options.mode.copy_on_write is True
 
 
 def categorical(codes: np.ndarray, names: Sequence[str]) -> pd.Categorical | np.ndarray:
@@ -105,6 +129,8 @@ def small_ints(values: Sequence[int] | np.ndarray) -> np.ndarray:
 def _column(values: Column, dtype: str) -> Any:
     if dtype == "object" and isinstance(values, pd.Categorical):
         return values  # compact, kept as it is
+    if isinstance(values, pd.Series) and (values.dtype == dtype or (dtype == "int64" and values.dtype.kind == "i")):
+        return values  # another frame's column: shared under copy-on-write (pandas tracks the reference)
     x = np.asarray(values)
     if dtype == "int64" and x.dtype.kind == "i":
         return x  # any width
@@ -153,6 +179,7 @@ class Records:
     attempts: pd.DataFrame = field(default_factory=attempts_frame)
     slots: tuple[tuple[float, int], ...] = ((0.0, 0),)
     extra: Mapping[str, pd.DataFrame] = field(default_factory=dict)  # e.g. "timeseries", "drains"
+    workers: Mapping[str, tuple[tuple[float, int], ...]] = field(default_factory=dict)
 
     def slot_seconds(self, start: float, end: float) -> float:
         """Integral of the slot count over ``[start, end]``."""

@@ -8,12 +8,14 @@ A scenario is a frozen, keyword-only dataclass tree. Build it from a TOML file
 
     shop.toml: jobs[1].service.cv must be >= 0, got -1
 
-Times are seconds, rates per second. The schema is in ``shared/DESIGN.md``;
-qsim extends it with ``description`` (one line: what the scenario shows),
-``queues[].aging``, ``queues[].rate_limit.key``, ``jobs[].flow.on_child_failure``,
-rate profiles (``arrival = {kind = "profile", points = [[t, rate], ...], shape, period, scale}``,
-and a ``burst`` with ``points`` instead of ``rate``) and ``jobs[].data`` (JSON fields every job of the type carries in its payload,
-e.g. the tenant a keyed rate limit reads).
+Times are seconds, rates per second. Every key, with its default, unit and
+valid values, is in ``docs/reference/scenario.md``; ``tests/docs/test_reference.py``
+fails when a key exists here and not there, or the other way round. Besides
+plain rates, arrivals may follow a rate profile (``kind = "profile"``, and a
+``burst`` with ``points`` instead of ``rate``); ``window`` is the length in
+seconds of the Summary's windows (:mod:`qsim.windows`; at most ``duration -
+warmup``; 60 when left out); ``jobs[].payload`` is the data real handlers
+receive in a load test, a template (:mod:`qsim.templates`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any, TypeVar, cast
 from qsim import dists
 from qsim.backoff import BACKOFF_KINDS, backoff_ms
 from qsim.errors import ScenarioError
+from qsim.templates import template_errors
+from qsim.windows import DEFAULT_WINDOW
 
 __all__ = [
     "Scenario",
@@ -128,6 +132,7 @@ class JobType:
     fan_out: FanOut | None = None
     flow: Flow | None = None
     data: Mapping[str, Any] | None = None  # JSON fields every job of this type carries (e.g. its tenant)
+    payload: Mapping[str, Any] | None = None  # load tests: the data real handlers receive (qsim.templates)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +198,7 @@ class Scenario:
     description: str | None = None  # one line: what the scenario shows (`qsim scenarios` lists it)
     seed: int = 0
     warmup: float = 0.0
+    window: float | None = None  # length of the Summary's windows (s); None: qsim.windows.DEFAULT_WINDOW
     events: tuple[EventSpec, ...] = ()
     engine: EngineSettings = field(default_factory=EngineSettings)
     source: Path | None = field(default=None, compare=False)
@@ -211,6 +217,11 @@ class Scenario:
     def pool(self, name: str) -> PoolSpec:
         """The pool called ``name`` (KeyError if none)."""
         return _by_name(self.pools, name, "pool")
+
+    @property
+    def window_length(self) -> float:
+        """The length of the Summary's windows: ``window``, else :data:`qsim.windows.DEFAULT_WINDOW`."""
+        return self.window if self.window is not None else DEFAULT_WINDOW
 
     @property
     def slots(self) -> int:
@@ -402,10 +413,10 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "queues", "jobs", "pools", "events", "engine")
+_TOP_KEYS = ("name", "description", "seed", "duration", "warmup", "window", "queues", "jobs", "pools", "events", "engine")
 _QUEUE_KEYS = ("name", "rate_limit", "concurrency_limit", "aging")
 _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "poison_prob", "attempts",
-             "backoff", "timeout", "fan_out", "flow", "data")
+             "backoff", "timeout", "fan_out", "flow", "data", "payload")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
 _ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay",
@@ -432,6 +443,7 @@ def _parse_scenario(raw: Mapping[str, Any], where: _Where, source: Path | None) 
         seed=top.integer("seed", 0, low=0),
         duration=duration,
         warmup=warmup,
+        window=top.number("window", low=0, strict_low=True) if top.has("window") else None,
         queues=tuple(_parse_queue(t) for t in top.array_of_tables("queues", _QUEUE_KEYS)),
         jobs=tuple(_parse_job(t) for t in top.array_of_tables("jobs", _JOB_KEYS)),
         pools=tuple(_parse_pool(t) for t in top.array_of_tables("pools", _POOL_KEYS)),
@@ -483,6 +495,7 @@ def _parse_job(t: _Table) -> JobType:
         if fan_out else None,
         flow=_parse_flow(flow) if flow else None,
         data=_parse_data(t) if t.has("data") else None,
+        payload=_parse_payload(t) if t.has("payload") else None,
     )
 
 
@@ -501,6 +514,18 @@ def _parse_data(t: _Table) -> dict[str, Any]:
             raise t.where.error(f"{key}.{name}", f"is reserved for the harness's planned payload "
                                                  f"({', '.join(RESERVED_DATA)}): choose another field name")
     return cast(dict[str, Any], _json_value(raw, key, t.where, 0))
+
+
+def _parse_payload(t: _Table) -> dict[str, Any]:
+    """``jobs[].payload``: a template table of JSON values whose strings may hold placeholders."""
+    raw = t.raw["payload"]
+    key = t.key("payload")
+    if not isinstance(raw, Mapping):
+        raise t.where.error(key, f"must be a table of JSON values (a payload template), got {_show(raw)}")
+    value = cast(dict[str, Any], _json_value(raw, key, t.where, 0))
+    for bad_key, problem in template_errors(value, key):
+        raise t.where.error(bad_key, problem)
+    return value
 
 
 def _json_value(value: Any, key: str, where: _Where, depth: int) -> Any:
@@ -723,6 +748,16 @@ def _unknown(where: _Where, key: str, what: str, name: str, known: list[str]) ->
     return where.error(key, f"names no {what}: {name!r}{also}")
 
 
+def _check_window(s: Scenario, where: _Where) -> None:
+    """A window is a number of seconds > 0 and no longer than the measured run (duration - warmup)."""
+    w = s.window
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+        raise where.error("window", f"must be a number of seconds > 0, got {_show(w)}")
+    if w > s.duration - s.warmup:
+        raise where.error("window", f"must be at most the measured run, duration - warmup = "
+                                    f"{_num(s.duration - s.warmup)} s, got {_num(w)}")
+
+
 def _check_references(s: Scenario, where: _Where) -> None:
     """Names must be unique and every reference must point at something defined."""
     named: dict[str, list[str]] = {"queues": [q.name for q in s.queues], "jobs": [j.name for j in s.jobs],
@@ -733,6 +768,8 @@ def _check_references(s: Scenario, where: _Where) -> None:
             if name in seen:
                 raise where.error(f"{label}[{i}].name", f"is a duplicate: {name!r}")
             seen.add(name)
+    if s.window is not None:
+        _check_window(s, where)
     if not s.queues:
         raise where.error("queues", "must define at least one queue ([[queues]])")
     if not s.jobs:

@@ -32,10 +32,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VERSIONS", "NodeMissing", "node_missing", "cache_dir", "install", "BullMQ"]
+__all__ = ["VERSIONS", "BESIDE", "NodeMissing", "node_missing", "cache_dir", "install", "BullMQ"]
 
-#: Pinned BullMQ versions by major: the 5.x the tests and benchmarks use, and a 4.x for its older layout.
-VERSIONS = {"5": "5.81.5", "4": "4.18.3"}
+#: Pinned BullMQ versions by major: the newest 6.x, the 5.x the benchmarks use, and a 4.x for its older layout.
+VERSIONS = {"6": "6.7.0", "5": "5.81.5", "4": "4.18.3"}
+#: npm packages installed beside a BullMQ version (6.x takes its Redis client as a peer dependency).
+BESIDE = {"6": ["ioredis@6.0.0"]}
 SCRIPTS = Path(__file__).resolve().parent / "node"
 
 
@@ -63,14 +65,20 @@ def install(version: str = VERSIONS["5"], *, quiet: bool = True) -> Path:
         raise NodeMissing(why)
     folder = cache_dir() / f"bullmq-{version}"
     modules = folder / "node_modules"
-    if (modules / "bullmq" / "package.json").exists():
+    beside = BESIDE.get(version.split(".")[0], [])
+    wanted = ["bullmq", *(spec.rsplit("@", 1)[0] for spec in beside)]
+
+    def installed() -> bool:
+        return all((modules / name / "package.json").exists() for name in wanted)
+
+    if installed():
         return modules
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (modules / "bullmq" / "package.json").exists():
+        if not installed():
             (folder / "package.json").write_text('{"name": "qsim-bullmq-cache", "private": true}\n')
-            cmd = ["npm", "install", "--no-audit", "--no-fund", "--no-save", f"bullmq@{version}"]
+            cmd = ["npm", "install", "--no-audit", "--no-fund", "--no-save", f"bullmq@{version}", *beside]
             done = subprocess.run(cmd, cwd=folder, capture_output=quiet, text=True, timeout=600)
             if done.returncode != 0:
                 raise RuntimeError(f"npm install bullmq@{version} failed in {folder}:\n{done.stderr[-2000:]}")

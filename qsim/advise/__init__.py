@@ -13,7 +13,8 @@ Modules: :mod:`~qsim.advise.core` (advise), :mod:`~qsim.advise.capacity`
 :mod:`~qsim.advise.result` (the :class:`Advice`), :mod:`~qsim.advise.live`
 (watch, the background advisor and its Prometheus collector).
 
-In a notebook::
+In a notebook (``qsim.advise(...)`` is :func:`advise`: this package is also the
+verb, :mod:`qsim.callable_module`)::
 
     from qsim.advise import advise
     a = advise("redis://localhost:6379/0", "orders", "p95_wait<=2", window="15m")
@@ -42,7 +43,10 @@ from qsim.advise.live import (
     watch,
 )
 from qsim.advise.result import Advice, NoJobsInWindow, Unavailable, changes
+from qsim.callable_module import make_callable
 
 __all__ = ["advise", "advise_from", "watch", "changes", "parse_window", "Advice", "Unavailable", "NoJobsInWindow",
            "Shutdown", "Advisor", "LatestAdvice", "AdviceCollector", "AdviceProcess", "DEFAULT_WINDOW", "DEFAULT_JOBS_PER_RUN",
            "DEFAULT_MAX_WORKERS", "DEFAULT_EVERY", "WORKER_BUDGET"]
+
+make_callable(__name__, advise)  # ``qsim.advise(url, queue, slo)``: this package is also the verb

@@ -304,6 +304,12 @@ def _check_structure(scenario: Scenario) -> list[Any]:
         raise TheoryNotApplicable("no job type has arrivals")
     for job in arriving:
         kind = job.arrival.kind if job.arrival is not None else "no"
+        if getattr(job.arrival, "profile", None) is not None:
+            raise TheoryNotApplicable(
+                f"job type {job.name!r} arrives by a rate profile (time-varying load), which closed forms do "
+                "not cover (they assume one steady rate): simulate it (qsim simulate SCENARIO --windows) or "
+                "plan it over its windows (qsim plan SCENARIO --slo 'p95_wait<=2 in 95% of windows' ...)"
+            )
         if kind != "poisson":
             raise TheoryNotApplicable(
                 f"theory needs Poisson arrivals; job type {job.name!r} has {kind} arrivals"

@@ -4,8 +4,12 @@ Sources (each read-only; each gives the same measured-jobs table,
 :mod:`qsim.calibrate.measured`):
 
 - :func:`from_redis` — the qsim engine's own job records (:mod:`qsim.calibrate.qsim_source`);
-- :func:`from_bullmq` — a BullMQ (Node) Redis, 4.x and 5.x layouts (:mod:`qsim.calibrate.bullmq_source`);
+- :func:`from_bullmq` — a BullMQ (Node) Redis, 4.x, 5.x and 6.x layouts (:mod:`qsim.calibrate.bullmq_source`);
 - :func:`from_csv` / :func:`from_frame` — one row per job (:mod:`qsim.calibrate.table`).
+
+:func:`from_any` takes any of them (a DataFrame, a CSV path, a Redis URL) and is
+what ``qsim.calibrate(...)`` calls: this package is also that verb
+(:mod:`qsim.callable_module`).
 
 Each returns a :class:`~qsim.calibrate.report.Calibration` (the Scenario in
 ``.scenario``, the fits beside it; it also unpacks as ``scenario, report``).
@@ -21,21 +25,24 @@ In a notebook::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from qsim.callable_module import make_callable
 from qsim.calibrate.build import MIN_JOBS, calibrate
 from qsim.calibrate.measured import Measured, QueueConfig, windowed
 from qsim.calibrate.overhead import Overhead
 from qsim.calibrate.report import Calibration, TypeFit
 from qsim.calibrate.service import MIN_FIT
 from qsim.calibrate.table import measured_from_table, read_table
+from qsim.errors import ScenarioError
 
-__all__ = ["from_frame", "from_csv", "from_redis", "from_bullmq", "probe", "calibrate", "Calibration", "TypeFit",
-           "Measured", "QueueConfig", "Overhead", "MIN_JOBS", "MIN_FIT", "DEFAULT_MAX_JOBS"]
+__all__ = ["from_any", "from_frame", "from_csv", "from_redis", "from_bullmq", "probe", "calibrate", "Calibration",
+           "TypeFit", "Measured", "QueueConfig", "Overhead", "MIN_JOBS", "MIN_FIT", "DEFAULT_MAX_JOBS"]
 
 #: ``--max-jobs``: the most jobs a Redis source reads (the most recent first).
 DEFAULT_MAX_JOBS = 200_000
@@ -107,3 +114,36 @@ def probe(redis_url: str, **options: Any) -> Overhead:
     from qsim.calibrate.probe import probe as run_probe
 
     return run_probe(redis_url, **options)
+
+
+def from_any(data: pd.DataFrame | str | os.PathLike[str], queues: str | Sequence[str] | None = None, *,
+             source: str | None = None, **options: Any) -> Calibration:
+    """Calibrate from a DataFrame of jobs, a CSV file, or a Redis URL (then ``queues`` names the queues).
+
+    ``source``: ``"qsim"`` (the engine's records: the default for a URL), ``"bullmq"``,
+    ``"csv"`` or ``"frame"`` (the defaults for a path and a DataFrame). ``options``: those of
+    :func:`from_redis`, :func:`from_bullmq` or :func:`from_frame` (``since``, ``until``,
+    ``prefix``, ``service``, ``min_jobs``, ``overhead``, ...).
+
+    Raises:
+        ScenarioError: the data does not match the source, or a Redis source without queues.
+        CalibrationError: too few jobs, or not in the source's layout.
+    """
+    url = isinstance(data, str) and data.split("://", 1)[0] in ("redis", "rediss", "unix")
+    kind = source or ("frame" if isinstance(data, pd.DataFrame) else "qsim" if url else "csv")
+    if kind in ("qsim", "bullmq"):
+        if not isinstance(data, str) or not url:
+            raise ScenarioError(f"calibrate from {kind} reads a Redis URL (redis://...), got {data!r}")
+        if not queues:
+            raise ScenarioError(f"calibrate from {kind} needs the queues to read (queues=...)")
+        return (from_redis if kind == "qsim" else from_bullmq)(data, queues, **options)
+    if queues is not None:
+        raise ScenarioError(f"calibrate from a {kind} takes no queues (its rows say which queue), got {queues!r}")
+    if kind == "frame" and isinstance(data, pd.DataFrame):
+        return from_frame(data, **options)
+    if kind == "csv" and not isinstance(data, pd.DataFrame):
+        return from_csv(Path(data), **options)
+    raise ScenarioError(f"source must be qsim, bullmq, csv or frame (matching the data), got {source!r}")
+
+
+make_callable(__name__, from_any)

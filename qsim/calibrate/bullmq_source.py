@@ -1,7 +1,7 @@
-"""Measured jobs from a BullMQ (Node.js) Redis, 4.x and 5.x layouts (read-only).
+"""Measured jobs from a BullMQ (Node.js) Redis, 4.x, 5.x and 6.x layouts (read-only).
 
-Keys of a queue ``Q`` under prefix ``P`` (default ``bull``), as BullMQ 4.x and
-5.x write them (checked against bullmq 4.18 and 5.81):
+Keys of a queue ``Q`` under prefix ``P`` (default ``bull``), as BullMQ 4.x,
+5.x and 6.x write them (checked against bullmq 4.18, 5.81 and 6.7):
 
 ===================  ======  ======================================================
 ``P:Q:completed``    zset    finished jobs, score = ``finishedOn`` (ms)
@@ -19,8 +19,8 @@ Job hash fields used: ``name`` (the job type), ``timestamp`` (added, ms,
 the producer's clock), ``opts`` (JSON: ``delay``, ``attempts``, ``backoff``
 ``{type, delay[, jitter]}`` or a number, ``priority``, ``removeOnComplete``),
 ``priority``, ``processedOn`` (start of the **last** attempt, the worker's
-clock), ``finishedOn``, the attempt count — 5.x: ``atm`` (attempts that
-ended) and ``ats`` (started); 4.x: ``attemptsMade`` (started) — and 5.x's
+clock), ``finishedOn``, the attempt count — 5.x and 6.x: ``atm`` (attempts that
+ended) and ``ats`` (started); 4.x: ``attemptsMade`` (started) — and 5.x/6.x
 ``pb`` (the worker's name, when the worker was given one).
 
 What BullMQ does not record, and what that costs the fit:
@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from qsim.calibrate.measured import Measured, QueueConfig, measured_jobs, parse_when
 from qsim.calibrate.redis_read import (
@@ -62,7 +62,7 @@ from qsim.calibrate.redis_read import (
 from qsim.errors import CalibrationError
 from qsim.safety import display_url
 
-__all__ = ["read_bullmq", "FIELDS", "LAYOUT"]
+__all__ = ["read_bullmq", "job_times", "JobTimes", "FIELDS", "LAYOUT"]
 
 FIELDS = ("name", "timestamp", "opts", "priority", "processedOn", "finishedOn", "atm", "ats", "attemptsMade",
           "pb", "delay")
@@ -92,7 +92,7 @@ def _check_queue(client: Any, base: str, queue: str, prefix: str, url: str) -> d
     for name, t in kinds.items():
         if t not in ("none", LAYOUT[name]):
             raise CalibrationError(f"{base}{name} is a {t}, not a {LAYOUT[name]}: queue {queue!r} is not in "
-                                   f"BullMQ's 4.x/5.x layout")
+                                   f"BullMQ's 4.x-6.x layout")
     return kinds
 
 
@@ -122,6 +122,32 @@ def _keep(opts: dict[str, Any]) -> int | None:
     if isinstance(r, dict) and isinstance(r.get("count"), (int, float)):
         return int(r["count"])
     return None
+
+
+class JobTimes(NamedTuple):
+    """One BullMQ job's times (seconds since the epoch; NaN: not recorded) and attempt counts."""
+
+    enqueued: float  # timestamp + opts.delay: when the job could first run
+    started: float  # start of its first attempt: known only when it made at most one
+    last_start: float  # processedOn: start of its last attempt
+    finished: float  # finishedOn (NaN while unfinished)
+    attempts: int  # attempts made (5.x atm, 4.x attemptsMade)
+    failed_attempts: int  # -1: not recorded
+
+
+def job_times(h: Mapping[str, Any], opts: Mapping[str, Any], outcome: str) -> JobTimes:
+    """The times of one job hash (fields of :data:`FIELDS`, ``opts`` parsed) whose fate is ``outcome``
+    (completed | dead | unfinished), as BullMQ 4.x, 5.x and 6.x record them."""
+    ts = _f(h.get("timestamp"))
+    delay = _f(opts.get("delay"))
+    made_f = _f(h["atm"]) if h.get("atm") is not None else _f(h.get("attemptsMade"))  # 5.x+ atm; 4.x attemptsMade
+    made = int(made_f) if math.isfinite(made_f) else (1 if outcome != "unfinished" else 0)
+    failed = made - 1 if outcome == "completed" else made if outcome == "dead" else made if h.get("atm") else -1
+    last = _f(h.get("processedOn")) / 1000.0
+    return JobTimes(enqueued=(ts + (delay if math.isfinite(delay) and delay > 0 else 0.0)) / 1000.0,
+                    started=last if made <= 1 else math.nan, last_start=last,
+                    finished=_f(h.get("finishedOn")) / 1000.0 if outcome != "unfinished" else math.nan,
+                    attempts=made, failed_attempts=failed)
 
 
 def read_bullmq(url: str, queues: Sequence[str], *, prefix: str = "bull", since: Any = None,
@@ -214,27 +240,22 @@ def _measured(refs: list[tuple[float, int, str, str]], rows: list[list[str | Non
         except ValueError:
             opts = {}
         keeps.setdefault(qi, _keep(opts))
-        delay = _f(opts.get("delay"))
-        made = _f(h["atm"]) if h["atm"] is not None else _f(h["attemptsMade"])  # 5.x atm; 4.x attemptsMade
-        made = int(made) if math.isfinite(made) else (1 if outcome != "unfinished" else 0)
-        failed = made - 1 if outcome == "completed" else made if outcome == "dead" else made if h["atm"] else -1
-        last = _f(h["processedOn"]) / 1000.0
+        t = job_times(h, opts, outcome)
+        made, failed, last = t.attempts, t.failed_attempts, t.last_start
         prio = _f(h["priority"])
         kind, bdelay, bmax, jitter = _backoff(opts.get("backoff"))
         allowed = _f(opts.get("attempts"))
         named = named or bool(h["pb"])
         values = (f"{queues[qi]}:{jid}" if len(queues) > 1 else jid, h["name"] or "", queues[qi],
                   int(prio) if math.isfinite(prio) else int(_f(opts.get("priority")) or 0),
-                  (ts + (delay if math.isfinite(delay) and delay > 0 else 0.0)) / 1000.0,
-                  last if made <= 1 else math.nan, last,
-                  _f(h["finishedOn"]) / 1000.0 if outcome != "unfinished" else math.nan, outcome, made,
-                  max(failed, -1), int(allowed) if math.isfinite(allowed) and allowed >= 1 else 1, h["pb"] or "",
+                  t.enqueued, t.started, last, t.finished, outcome, made, max(failed, -1),
+                  int(allowed) if math.isfinite(allowed) and allowed >= 1 else 1, h["pb"] or "",
                   kind, bdelay, bmax, jitter)
         for c, v in zip(cols, values, strict=True):
             cols[c].append(v)
     if seen and without_ts > seen / 2:
         raise CalibrationError(f"{without_ts} of {seen} job hashes have no 'timestamp' field: queue "
-                               f"{', '.join(queues)} is not in BullMQ's 4.x/5.x layout")
+                               f"{', '.join(queues)} is not in BullMQ's 4.x-6.x layout")
     notes.append("BullMQ records only the last attempt's start (processedOn): retried jobs give no wait and no "
                  "earlier run times")
     if not named:

@@ -60,28 +60,44 @@ def format_comparison(doc: dict[str, Any]) -> str:
     """Model, engine and engine/model for each compared field."""
     from qsim.analysis.compare import field_value
 
+    side = str(doc["engine"].get("source") or "engine")  # "engine", or "bullmq" with --target bullmq
     lines = [f"scenario {doc['model']['scenario']}  seed {doc['model']['seed']}",
-             f"{'':<22}{'model':>12}{'engine':>12}{'engine/model':>14}"]
+             f"{'':<22}{'model':>12}{side:>12}{side + '/model':>14}"]
     for path, ratio in doc["ratios"].items():
         m, e = field_value(doc["model"], path), field_value(doc["engine"], path)
         cells = [f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v) for v in (m, e)]
         lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
     lost = doc["engine"]["jobs"]["lost"]
-    lines.append(f"\nengine lost {lost} job(s)" if lost else "\nengine lost no job")
+    lines.append(f"\n{side} lost {lost} job(s)" if lost else f"\n{side} lost no job")
+    for note in doc.get("bullmq", {}).get("notes", []):
+        lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
-def format_check(doc: Mapping[str, Any]) -> str:
-    """The verdict table of ``qsim compare --check`` (its ``check`` document) and a last line saying which failed."""
+def _slo_value(x: Any, share: float | None) -> str:
+    """An SLO's per-run value: a figure, or the share of windows meeting it."""
+    return fmt(x) if not share or x is None else f"{100 * x:.3g}% of windows"
+
+
+def format_check(doc: Mapping[str, Any], side: str = "engine") -> str:
+    """The verdict table of ``qsim compare --check`` (its ``check`` document) and a last line saying which
+    failed; ``side`` names the measured column (``engine``, ``bullmq``)."""
     from qsim.analysis.check import Tolerance, unit_of
 
-    lines = [f"{'quantity':<24}{'model':>11}{'engine':>11}{'ratio':>8}  {'tolerance':<16}verdict"]
-    for q in doc["quantities"]:
-        tol_text = "-" if q["verdict"] == "skip" else Tolerance(q["rel"], q["abs"]).describe(unit_of(q["quantity"]))
+    tols = ["-" if q["verdict"] == "skip" else
+            Tolerance(q["rel"], q["abs"], share=q.get("share", 1.0)).describe(unit_of(q["quantity"]))
+            for q in doc["quantities"]]
+    width = max([16, *(len(t) + 2 for t in tols)])
+    lines = [f"{'quantity':<24}{'model':>11}{side:>11}{'ratio':>8}  {'tolerance':<{width}}verdict"]
+    for q, tol_text in zip(doc["quantities"], tols):
         ratio = "-" if q["ratio"] is None else f"{q['ratio']:.3f}"
         note = f"  {q['note']}" if q["note"] else ""
         lines.append(f"{q['quantity']:<24}{fmt(q['model']):>11}{fmt(q['engine']):>11}{ratio:>8}  "
-                     f"{tol_text:<16}{q['verdict']:<8}{note}".rstrip())
+                     f"{tol_text:<{width}}{q['verdict']:<8}{note}".rstrip())
+    for slo in doc.get("slo", []):
+        m, e = (_slo_value(slo[k], slo.get("share")) for k in ("model", "engine"))
+        lines.append(f"slo {slo['slo']}: model {m} ({'met' if slo['model_met'] else 'missed'}), "
+                     f"engine {e} ({'met' if slo['engine_met'] else 'MISSED'})")
     checked = [q for q in doc["quantities"] if q["verdict"] != "skip"]
     if doc["passed"]:
         lines.append(f"\ncheck passed: {len(checked)} of {len(checked)} quantities within tolerance")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+import weakref
 from pathlib import Path
 
 import redis
@@ -28,16 +30,25 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process the tests own; start, stop, kill, restart it."""
+    """One redis-server process the caller owns; start, stop, kill, restart it.
 
-    def __init__(self, workdir: Path, *, port: int | None = None, extra_args: list[str] | None = None) -> None:
+    ``workdir``: its folder (its log; no data is saved). None: a temporary folder of
+    its own, removed when the object goes (a notebook's ``qsim.RedisServer().start()``);
+    a server still running then, or at interpreter exit, is stopped.
+    """
+
+    def __init__(self, workdir: Path | None = None, *, port: int | None = None,
+                 extra_args: list[str] | None = None) -> None:
         if shutil.which("redis-server") is None:
             raise HarnessError("redis-server is not on PATH: install Redis >= 6.2 (e.g. apt-get install redis-server) or pass --redis URL")
-        self.workdir = Path(workdir)
+        self.workdir = Path(tempfile.mkdtemp(prefix="qsim-redis-") if workdir is None else workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if workdir is None:
+            weakref.finalize(self, shutil.rmtree, str(self.workdir), True)
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen[bytes] | None = None
+        self._stop_at_exit: weakref.finalize[[subprocess.Popen[bytes]], RedisServer] | None = None
 
     @property
     def url(self) -> str:
@@ -50,6 +61,7 @@ class RedisServer:
             "--logfile", str(self.workdir / "redis.log"), *self.extra_args,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._stop_at_exit = weakref.finalize(self, _terminate, self.proc)
         deadline = time.monotonic() + timeout
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         try:
@@ -80,6 +92,11 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self._stop_at_exit is not None:
+            self._stop_at_exit.detach()
+
+    def __repr__(self) -> str:
+        return f"RedisServer({self.url}, {'running' if self.proc is not None else 'stopped'})"
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -90,3 +107,14 @@ class RedisServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server its owner forgot (the owner went, or the interpreter exits)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -18,6 +18,11 @@ argument                       environment variable               meaning
 ``--start-workers``            ``QSIM_START_WORKERS``             start the scenario's pools as local processes
 ``--run-id ID``                ``QSIM_RUN_ID``                    job-id prefix of this run (default: random)
 ``--compare-model``            ``QSIM_COMPARE_MODEL``             at the end, the model's p50/p95 next to the measured
+``--target qsim|bullmq``       ``QSIM_TARGET``                    the queue system: qsim's engine (default) or BullMQ
+``--bullmq-prefix P``          ``QSIM_BULLMQ_PREFIX``             BullMQ's key prefix (default ``bull``)
+``--slo THRESHOLD``            ``QSIM_SLO`` (``;`` between)       judge the run at the end (repeat): ``p95_wait<=2``,
+                                                                  ``lost==0``; Locust's exit code is 1 on a miss
+``--abort-on-fail``            ``QSIM_ABORT_ON_FAIL``             stop early once a threshold can no longer be met
 =============================  =================================  ==============================================
 
 ``--pacing``: the gaps between one producer's adds of ``poisson`` and
@@ -29,16 +34,20 @@ argument                       environment variable               meaning
 from __future__ import annotations
 
 import math
+import os
 import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from qsim.analysis.plan import SLO, parse_slo
+from qsim.bullmq.options import DEFAULT_PREFIX as BULLMQ_PREFIX
 from qsim.engine.connection import DEFAULT_REDIS_URL
+from qsim.loadtest.targets import TARGETS
 from qsim.safety import CONFIRM_OPTION
 
 __all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER",
-           "PACINGS"]
+           "PACINGS", "TARGETS", "split_slos"]
 
 DEFAULT_SCENARIO = "workshop"
 #: Without ``-u``, enough producer users that none adds more than this many jobs per second.
@@ -78,6 +87,25 @@ def add_arguments(parser: Any) -> None:
                         "ones (and write <--csv prefix>_model.csv)")
     g.add_argument("--run-id", env_var="QSIM_RUN_ID", default="",
                    help="prefix of this run's job ids (default: lt-<random>)")
+    g.add_argument("--target", env_var="QSIM_TARGET", choices=TARGETS, default="qsim",
+                   help="the queue system the jobs go to: qsim (its engine, the default) or bullmq (BullMQ's "
+                        "own format, through the bullmq Python package)")
+    g.add_argument("--bullmq-prefix", env_var="QSIM_BULLMQ_PREFIX", default=BULLMQ_PREFIX,
+                   help=f"BullMQ's key prefix with --target bullmq (default {BULLMQ_PREFIX})")
+    g.add_argument("--slo", action="append", default=None, metavar="THRESHOLD",
+                   help="judge the measured jobs at the end, e.g. 'p95_wait<=2' or 'lost==0' (repeat for "
+                        "several; $QSIM_SLO: separated by ';'): the verdict table is printed and Locust exits 1 "
+                        "when one is missed")
+    g.add_argument("--abort-on-fail", env_var="QSIM_ABORT_ON_FAIL", action="store_true", default=False,
+                   help="with --slo: stop the test as soon as a threshold can no longer be met")
+
+
+def split_slos(values: Any) -> tuple[str, ...]:
+    """``--slo`` values (a list, or ``$QSIM_SLO``'s text with ``;`` between thresholds), stripped."""
+    if not values:
+        return ()
+    items = [values] if isinstance(values, str) else list(values)
+    return tuple(part.strip() for item in items for part in str(item).split(";") if part.strip())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +123,10 @@ class LoadTestConfig:
         start_workers: Start the scenario's pools as local processes.
         compare_model: Log (and write) the model's prediction next to the measurement at the end.
         run_id: Prefix of every job id this run adds; the observer reports only these jobs.
+        target: ``qsim`` (the engine) or ``bullmq``.
+        bullmq_prefix: BullMQ's key prefix.
+        slos: ``--slo`` thresholds, as written (parsed by :meth:`thresholds`).
+        abort_on_fail: Stop early once a threshold can no longer be met.
         producers: Producer users (``-u``), or None to size them from the rate.
         run_time: Arrival window in seconds (``-t``), or None for the scenario's duration.
         spawn_rate: Users started per second (``-r``), or None for all at once.
@@ -110,6 +142,10 @@ class LoadTestConfig:
     start_workers: bool = False
     compare_model: bool = False
     run_id: str = ""
+    target: str = "qsim"
+    bullmq_prefix: str = BULLMQ_PREFIX
+    slos: tuple[str, ...] = ()
+    abort_on_fail: bool = False
     producers: int | None = None
     run_time: float | None = None
     spawn_rate: float | None = None
@@ -127,6 +163,25 @@ class LoadTestConfig:
             raise ValueError(f"-u/--users must be >= 1 (producer users), got {self.producers!r}")
         if self.run_time is not None and not self.run_time > 0:
             raise ValueError(f"-t/--run-time must be > 0 s, got {self.run_time!r}")
+        if self.target not in TARGETS:
+            raise ValueError(f"--target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if not self.bullmq_prefix or any(c in self.bullmq_prefix for c in " \t\r\n:"):
+            raise ValueError(f"--bullmq-prefix must be a non-empty key prefix without spaces or ':', "
+                             f"got {self.bullmq_prefix!r}")
+        if self.target == "bullmq" and self.start_workers:
+            raise ValueError("--start-workers starts qsim engine workers; with --target bullmq your BullMQ "
+                             "workers take the jobs: leave it out")
+        if self.abort_on_fail and not self.slos:
+            raise ValueError("--abort-on-fail needs at least one --slo threshold")
+        self.thresholds()  # a bad --slo is refused here, naming it
+
+    def thresholds(self) -> list[SLO]:
+        """The ``--slo`` thresholds, parsed by the project's SLO parser (:func:`qsim.analysis.plan.parse_slo`).
+
+        Raises:
+            ScenarioError: A threshold that does not parse (named).
+        """
+        return [parse_slo(text) for text in self.slos]
 
     @classmethod
     def from_options(cls, options: Any) -> LoadTestConfig:
@@ -147,6 +202,10 @@ class LoadTestConfig:
             start_workers=bool(opt("start_workers", False)),
             compare_model=bool(opt("compare_model", False)),
             run_id=opt("run_id", ""),
+            target=opt("target", "qsim"),
+            bullmq_prefix=opt("bullmq_prefix", BULLMQ_PREFIX),
+            slos=split_slos(opt("slo") or os.environ.get("QSIM_SLO")),
+            abort_on_fail=bool(opt("abort_on_fail", False)),
             # qsim_producers / qsim_window: set by the master (or standalone process) at init and
             # sent to Locust workers with the other custom options, so every process paces alike
             producers=opt("qsim_producers", opt("num_users")),

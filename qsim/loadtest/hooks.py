@@ -14,9 +14,16 @@
   only after this. The master (or the single process) tells its workers how
   many share the scheduled arrivals, and with ``--start-workers`` plays the
   scenario's ``[[events]]`` on the local pools at their times (a greenlet).
+  With ``--slo ... --abort-on-fail`` a greenlet checks once a second whether
+  a threshold can no longer be met (:func:`qsim.loadtest.thresholds.doomed`)
+  and then stops the test.
 - ``test_stop``: logs what was added and observed, and what Redis holds;
-  with ``--compare-model``, the model's prediction next to the measurement.
-- ``quitting``: stops the local pools.
+  with ``--compare-model``, the model's prediction next to the measurement;
+  with ``--slo``, the verdict table of the thresholds on this run's Summary
+  (:mod:`qsim.analysis.thresholds`), on stderr.
+- ``quitting``: stops the local pools; with ``--slo``, sets Locust's exit
+  code: 0 when every threshold was met (dead jobs then count only through a
+  ``dead`` threshold), 1 when one was missed or an add failed.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from qsim.analysis.thresholds import format_verdicts, judge
 from qsim.engine.connection import connect, display_url
 from qsim.engine.scripts import redis_errors
 from qsim.errors import QsimError
@@ -41,6 +49,7 @@ from qsim.loadtest.config import LoadTestConfig, add_arguments
 from qsim.loadtest.mix import arrival_rates
 from qsim.loadtest.run import LoadTestRun
 from qsim.loadtest.schedule import scheduled_types
+from qsim.loadtest.thresholds import doomed, run_summary
 from qsim.loadtest.workers import WorkerPool
 from qsim.safety import require_local_or_confirmed
 from qsim.scenario import Scenario
@@ -54,6 +63,11 @@ _RUNS: weakref.WeakKeyDictionary[Environment, LoadTestRun] = weakref.WeakKeyDict
 _POOLS: weakref.WeakKeyDictionary[Environment, WorkerPool] = weakref.WeakKeyDictionary()
 _STARTS: weakref.WeakKeyDictionary[Environment, int] = weakref.WeakKeyDictionary()
 _EVENTS: weakref.WeakKeyDictionary[Environment, gevent.Greenlet] = weakref.WeakKeyDictionary()
+_WATCH: weakref.WeakKeyDictionary[Environment, gevent.Greenlet] = weakref.WeakKeyDictionary()
+#: The threshold verdict of the last run of this process: True passed, False missed.
+_VERDICT: weakref.WeakKeyDictionary[Environment, bool] = weakref.WeakKeyDictionary()
+#: Thresholds the --abort-on-fail watch found could no longer be met.
+_DOOMED: weakref.WeakKeyDictionary[Environment, list[str]] = weakref.WeakKeyDictionary()
 
 
 def run_of(environment: Environment) -> LoadTestRun | None:
@@ -84,6 +98,12 @@ def _check(options: Any) -> tuple[LoadTestConfig, Scenario, float]:
     config = LoadTestConfig.from_options(options)
     require_local_or_confirmed(config.redis_url, config.confirmed)
     scenario = load(config.scenario)
+    if config.target == "bullmq":
+        from qsim.bullmq.options import check_supported
+        from qsim.bullmq.producer import require_package
+
+        check_supported(scenario)
+        require_package()
     return config, scenario, sum(arrival_rates(scenario, config.rate_scale).values())
 
 
@@ -99,9 +119,15 @@ def _decide(options: Any, starts: int) -> None:
     options.qsim_producers = config.producer_count(rate)
     options.qsim_window = config.run_time if config.run_time is not None else scenario.duration
     options.qsim_spawn_rate = config.spawn_rate
+    prefix = config.bullmq_prefix if config.target == "bullmq" else config.prefix
     logger.info("qsim load test %s: scenario %s, %.3g jobs/s over %d producer users for %.0f s, Redis %s, "
-                "prefix %s", options.run_id, scenario.name, rate, options.qsim_producers, options.qsim_window,
-                display_url(config.redis_url), config.prefix)
+                "target %s, prefix %s", options.run_id, scenario.name, rate, options.qsim_producers,
+                options.qsim_window, display_url(config.redis_url), config.target, prefix)
+    if config.target == "bullmq" and starts == 0:
+        from qsim.bullmq.options import notes
+
+        for note in notes(scenario):
+            logger.info("BullMQ: %s", note)
 
 
 def _ping(url: str) -> None:
@@ -120,6 +146,10 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         config, scenario, _rate = _check(options)
     except (QsimError, ValueError) as e:
         _refuse(str(e))
+        return
+    if config.slos and (isinstance(runner, (MasterRunner, WorkerRunner)) or getattr(options, "processes", None)):
+        _refuse("--slo judges the jobs one Locust process added and saw end: run the test in one process "
+                "(without --processes, --master or --worker)")
         return
     if options is None or isinstance(runner, WorkerRunner):
         return  # a worker takes the shared values from the master with each spawn message
@@ -173,9 +203,34 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         return
     run.open_window()
     _RUNS[environment] = run
+    _DOOMED.pop(environment, None)
+    _VERDICT.pop(environment, None)
     pool = _POOLS.get(environment)
     if pool is not None and run.scenario.events:
         _EVENTS[environment] = gevent.spawn(_play_events, pool, run)
+    if config.abort_on_fail and config.slos:
+        _WATCH[environment] = gevent.spawn(_watch, environment, run)
+
+
+def _watch(environment: Environment, run: LoadTestRun, every: float = 1.0) -> None:
+    """``--abort-on-fail``: once a second, stop the test when a threshold can no longer be met."""
+    slos = run.config.thresholds()
+    while True:
+        gevent.sleep(every)
+        try:
+            lost = doomed(run, slos)
+        except Exception as e:  # never let the watch break the run; the end still judges
+            logger.warning("--abort-on-fail check failed: %s", e)
+            continue
+        if lost:
+            logger.warning("qsim load test %s: threshold%s %s can no longer be met: stopping the test "
+                           "(--abort-on-fail)", run.run_id, "s" if len(lost) > 1 else "", ", ".join(lost))
+            _DOOMED[environment] = lost
+            runner = environment.runner
+            if runner is not None:
+                headless = bool(getattr(environment.parsed_options, "headless", False))
+                gevent.spawn(runner.quit if headless else runner.stop)
+            return
 
 
 def _share_out(options: Any, workers: int) -> None:
@@ -246,6 +301,29 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     if pool is not None:
         codes = pool.stop()
         logger.info("worker processes stopped: %s", codes)
+    verdict = _VERDICT.get(environment)
+    if verdict is not None and environment.process_exit_code is None:
+        failed_adds = sum(e.num_failures for (_, kind), e in environment.stats.entries.items() if kind == "enqueue")
+        environment.process_exit_code = 0 if verdict and not failed_adds else 1
+
+
+def _judge(environment: Environment, run: LoadTestRun) -> None:
+    """``--slo``: the verdict of every threshold on this run's Summary, printed; kept for the exit code."""
+    try:
+        fates = run.sweep()
+    except QsimError as e:
+        logger.warning("could not read the jobs never seen to end (counted unfinished): %s", e)
+        fates = {}
+    summary = run_summary(run, fates)
+    doomed_now = _DOOMED.get(environment, [])
+    notes = {t: "could no longer be met: the test was stopped early" for t in doomed_now}
+    rows = judge(summary, run.config.thresholds(), notes=notes)
+    jobs = summary["jobs"]
+    title = (f"qsim load test {run.run_id} ({run.target.label}): {jobs['arrived']} jobs, {jobs['completed']} "
+             f"completed, {jobs['dead']} dead, {jobs['unfinished']} unfinished, {jobs['lost']} lost")
+    sys.stderr.write(format_verdicts(rows, title=title) + "\n")
+    sys.stderr.flush()
+    _VERDICT[environment] = all(r.passed for r in rows)
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
@@ -253,10 +331,15 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     if events is not None and not events.dead:
         events.kill(block=False)
         logger.info("the test stopped before the scenario's last events: those were not carried out")
+    watch = _WATCH.pop(environment, None)
+    if watch is not None and not watch.dead and watch is not gevent.getcurrent():
+        watch.kill(block=False)
     run = _RUNS.pop(environment, None)
     if run is None:
         return
     try:
+        if run.config.slos:
+            _judge(environment, run)
         if run.config.compare_model and not isinstance(environment.runner, WorkerRunner):
             _compare(environment, run)
         if not isinstance(environment.runner, MasterRunner):

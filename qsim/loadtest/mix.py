@@ -11,7 +11,9 @@ Nothing here imports Locust.
   of a flow parent's children), taken from :func:`qsim.harness.plan.plan_jobs`
   (the very draws the model and ``qsim run`` use), cycled when the load test
   outlasts them, under job ids of this run (``<run_id>-<type>-<n>``; children
-  ``<parent id>.<k>``) so a run never collides with another.
+  ``<parent id>.<k>``) so a run never collides with another. A job type with
+  a ``payload`` template (:mod:`qsim.templates`) gets that template rendered
+  for each job instead (``templates=True``: real handlers).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from qsim.errors import NotSupportedError
 from qsim.harness.plan import engine_options, job_options, plan_jobs
 from qsim.scenario import Scenario
+from qsim.templates import render
 
 __all__ = ["arrival_rates", "JobMix", "PayloadSource", "NextJob", "PLAN_CAP"]
 
@@ -106,11 +109,16 @@ class PayloadSource:
         run_id: Prefix of every job id (the observer keys on it).
         node: Distinguishes processes of one distributed run (``""`` alone).
         cap: At most this many planned jobs are drawn (see :data:`PLAN_CAP`).
+        templates: Render the job types' ``payload`` templates (False: always the planned payload,
+            for the synthetic handlers of ``--start-workers``).
     """
 
-    def __init__(self, scenario: Scenario, run_id: str, *, node: str = "", cap: int = PLAN_CAP) -> None:
+    def __init__(self, scenario: Scenario, run_id: str, *, node: str = "", cap: int = PLAN_CAP,
+                 templates: bool = True) -> None:
         self.scenario = scenario
+        self.run_id = run_id
         self.base = f"{run_id}{node}"
+        self.templates = templates
         types = [j.name for j in scenario.jobs if j.arrival is not None]
         planned = plan_jobs(scenario, max_jobs=cap)
         if any(not any(p.type == t for p in planned) for t in types):  # a rare type beyond the cap: plan it all
@@ -147,13 +155,22 @@ class PayloadSource:
         if fan:  # children need ids of this job, not the plan's
             payload = copy.copy(payload)
             payload["fan"] = {**fan, "jobs": [[f"{job_id}.{k}", data] for k, (_, data) in enumerate(fan["jobs"])]}
+        payload = self.rendered(job_type, job_id, n, payload)
         options = engine_options(self.options[job_type], job_id)
         flow = self.scenario.job(job_type).flow
         if flow is None:
             return NextJob(job_id, payload, options)
-        kids = tuple((queue, kind, f"{job_id}.{k}", data, engine_options(self.options_of(kind), f"{job_id}.{k}"))
+        kids = tuple((queue, kind, f"{job_id}.{k}", self.rendered(kind, f"{job_id}.{k}", n, data),
+                      engine_options(self.options_of(kind), f"{job_id}.{k}"))
                      for k, (queue, kind, data) in enumerate(self.children[job_type][n % len(pool)]))
         return NextJob(job_id, payload, options, kids, flow.on_child_failure)
+
+    def rendered(self, job_type: str, job_id: str, n: int, planned: dict[str, Any]) -> Any:
+        """The type's ``payload`` template for this job (with :attr:`templates`), else ``planned``."""
+        spec = self.scenario.job(job_type)
+        if not self.templates or spec.payload is None:
+            return planned
+        return render(spec.payload, job_id=job_id, n=n, type=job_type, queue=spec.queue, run_id=self.run_id)
 
     def options_of(self, job_type: str) -> dict[str, Any]:
         """The add options of any job type (children included)."""

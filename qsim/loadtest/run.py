@@ -2,16 +2,25 @@
 
 Nothing here imports Locust; the users in :mod:`qsim.loadtest.users` call it.
 
-Keys: jobs go to the scenario's queue names under the key prefix
-``--qsim-prefix`` (default ``qsim``, the engine's default), so the workers
-deployed on staging take them. Every job id starts with the run id
-(``lt-<hex>-<type>-<n>``, fan-out and flow children ``<parent id>.<k>``): the observer
-reports only this run's jobs, and a run never collides with another. Nothing
-is flushed or deleted; the engine's retention trims completed jobs.
+Target (``--target``): the qsim engine (the default,
+:class:`~qsim.loadtest.targets.EngineTarget`) or BullMQ
+(:class:`~qsim.loadtest.bullmq.BullMQTarget`). Keys: jobs go to the
+scenario's queue names under the key prefix ``--qsim-prefix`` (default
+``qsim``, the engine's default) or ``--bullmq-prefix`` (default ``bull``), so
+the workers deployed on staging take them. Every job id starts with the run
+id (``lt-<hex>-<type>-<n>``, fan-out and flow children ``<parent id>.<k>``):
+the observer reports only this run's jobs, and a run never collides with
+another. Nothing is flushed or deleted; the engine's retention trims
+completed jobs.
 
 Timing: job wait and latency come from the timestamps the engine's Lua
 scripts take from Redis's clock (``enqueued_at``, ``started_at``,
-``finished_at``), exactly what ``qsim run`` and the Summary measure.
+``finished_at``), exactly what ``qsim run`` and the Summary measure; on
+BullMQ, from its job hashes (:mod:`qsim.loadtest.bullmq`).
+
+Every job added and every job seen to end is kept (:attr:`LoadTestRun.added_jobs`,
+:attr:`LoadTestRun.ended`), so the end of the test can judge ``--slo``
+thresholds on a Summary of this run (:mod:`qsim.loadtest.thresholds`).
 """
 
 from __future__ import annotations
@@ -20,40 +29,32 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from qsim.engine import Queue, SyncFlowProducer
-from qsim.engine.scripts import redis_errors
 from qsim.errors import EngineError
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.mix import PayloadSource, arrival_rates
 from qsim.loadtest.schedule import Schedule, scheduled_types
+from qsim.loadtest.targets import OBSERVED_EVENTS, EngineTarget, Finished, Target
 from qsim.safety import require_local_or_confirmed
 from qsim.scenario import Scenario
 from qsim.scenarios import load
 
-__all__ = ["LoadTestRun", "Finished", "OBSERVED_EVENTS"]
+__all__ = ["LoadTestRun", "Finished", "OBSERVED_EVENTS", "make_target"]
 
 logger = logging.getLogger(__name__)
 
-#: Stream events that end a job: reported as job latencies.
-OBSERVED_EVENTS = ("completed", "dead")
-_CHILD = re.compile(r"-\d+\.\d+$")  # <parent id>.<k>: a fan-out child
+_CHILD = re.compile(r"-\d+\.\d+$")  # <parent id>.<k>: a fan-out or flow child
 
 
-@dataclass(frozen=True)
-class Finished:
-    """One job of this run that ended, as read from Redis (seconds, Redis clock)."""
+def make_target(config: LoadTestConfig, scenario: Scenario, loop: Any = None) -> Target:
+    """The target of ``config.target``: the qsim engine, or BullMQ (``loop``: the asyncio loop thread
+    its adds run on, see :mod:`qsim.loadtest.aioloop`; None: one of its own)."""
+    if config.target == "bullmq":
+        from qsim.loadtest.bullmq import BullMQTarget
 
-    job_id: str
-    type: str
-    queue: str
-    outcome: str  # "completed" | "dead"
-    enqueued_at: float
-    wait: float | None  # enqueue -> start of the first attempt (None: never started)
-    latency: float  # enqueue -> completion (or death)
-    error: str | None
+        return BullMQTarget(scenario, config.redis_url, prefix=config.bullmq_prefix, loop=loop)
+    return EngineTarget(scenario, config.redis_url, prefix=config.prefix)
 
 
 class LoadTestRun:
@@ -65,6 +66,7 @@ class LoadTestRun:
         scenario: The scenario, when already loaded (default: ``load(config.scenario)``).
         share: ``(index, count)``: this process's share of the scheduled arrivals
             (:mod:`qsim.loadtest.schedule`) among ``count`` adding processes.
+        target: Where the jobs go (default: :func:`make_target` of ``config``).
 
     Raises:
         UsageError: A non-local Redis without the confirmation flag, or a malformed Redis URL.
@@ -72,7 +74,7 @@ class LoadTestRun:
     """
 
     def __init__(self, config: LoadTestConfig, *, node: str = "", scenario: Scenario | None = None,
-                 share: tuple[int, int] = (0, 1)) -> None:
+                 share: tuple[int, int] = (0, 1), target: Target | None = None) -> None:
         require_local_or_confirmed(config.redis_url, config.confirmed)
         self.config = config
         self.scenario = scenario if scenario is not None else load(config.scenario)
@@ -91,36 +93,37 @@ class LoadTestRun:
         self.schedule = Schedule(self.scenario, scheduled, scale=config.rate_scale, window=self.window,
                                  node=share[0], nodes=share[1]) if scheduled else None
         self.run_id = config.run_id or LoadTestConfig.new_run_id()
-        self.payloads = PayloadSource(self.scenario, self.run_id, node=node)
-        self.queues: dict[str, Queue] = {}
-        self.flows: SyncFlowProducer | None = None
+        self.node = node
+        # payload templates go to real handlers; the local synthetic pool (--start-workers) needs the plan
+        self.payloads = PayloadSource(self.scenario, self.run_id, node=node, templates=not config.start_workers)
+        self.target: Target = target if target is not None else make_target(config, self.scenario)
         self.t0: float | None = None  # time.monotonic() when the arrival window opened
         self.added = 0
         self.completed = 0
         self.dead = 0
-        self._cursor: dict[str, str] = {}
-        #: Enqueue times (Redis clock, s) of the ended jobs the producers added, by type.
+        #: Enqueue times (s since the epoch) of the ended jobs the producers added, by type.
         self.arrivals: dict[str, list[float]] = {}
+        #: Every job this process added (flow children too): id -> (queue, type, when added: s since the epoch).
+        self.added_jobs: dict[str, tuple[str, str, float]] = {}
+        #: Every job of this run seen to end (fan-out children too): id -> row.
+        self.ended: dict[str, Finished] = {}
 
     # -- lifecycle ---------------------------------------------------------
     def connect(self) -> None:
-        """Open the queues (one client for all) and mark the stream position to observe from.
+        """Connect the target and mark the stream position to observe from.
 
         Raises:
             RedisUnavailable: Redis cannot be reached.
+            EngineError: A job id of this run already exists (a reused ``--run-id``).
         """
-        first: Queue | None = None
-        for q in self.scenario.queues:
-            queue = Queue(q.name, redis=first.client if first else self.config.redis_url, prefix=self.config.prefix)
-            first = first or queue
-            self.queues[q.name] = queue
-        assert first is not None
-        if any(self.scenario.job(t).flow is not None for t in self.rates):
-            self.flows = SyncFlowProducer(redis=first.client, prefix=self.config.prefix)
-        with redis_errors("connecting the load test"):
-            sec, usec = first.client.time()
-        start = f"{int(sec) * 1000 + int(usec) // 1000 - 1}-0"  # events from now on (Redis clock)
-        self._cursor = {name: start for name in self.queues}
+        self.target.connect()
+        exists = getattr(self.target, "exists", None)
+        if exists is not None:  # BullMQ keeps the first job of an id: a reused run id would add nothing
+            for job_type in self.rates:
+                job_id = f"{self.payloads.base}-{job_type}-0"
+                if exists(self.payloads.queue_of[job_type], job_id):
+                    raise EngineError(f"job {job_id} already exists in {self.target.label} queue "
+                                      f"{self.payloads.queue_of[job_type]!r}: choose another --run-id")
 
     def open_window(self) -> None:
         """The arrival window starts now."""
@@ -141,23 +144,18 @@ class LoadTestRun:
         return self.added > 0 and self.completed + self.dead >= self.added
 
     def close(self) -> None:
-        first = True
-        for q in self.queues.values():
-            if first:
-                q.close()  # the others share its client
-                first = False
-        self.queues.clear()
+        self.target.close()
 
     # -- producing -----------------------------------------------------------
     def add(self, job_type: str, make_payload: Callable[[str, str, dict[str, Any]], Any] | None = None,
             n: int | None = None) -> tuple[str, int]:
-        """Add the next job of ``job_type`` (a flow parent: with its children, in one script through
-        :class:`~qsim.engine.SyncFlowProducer`); returns ``(job_id, approximate payload size)``.
+        """Add the next job of ``job_type`` (a flow parent: with its children, atomically); returns
+        ``(job_id, approximate payload size)``.
 
         Args:
             job_type: The job type (its queue, priority, attempts... come from the scenario).
-            make_payload: ``(job_type, job_id, planned payload) -> data`` to add instead of the
-                planned payload (real handlers; a flow's children too); None adds the planned one.
+            make_payload: ``(job_type, job_id, payload) -> data`` to add instead of the payload (the
+                planned one, or the type's rendered ``payload`` template); a flow's children too.
             n: The job's number within its type (a scheduled arrival); None: the next one.
 
         Raises:
@@ -167,70 +165,54 @@ class LoadTestRun:
         job_id, payload = job.job_id, job.payload
         if make_payload is not None:
             payload = make_payload(job_type, job_id, payload)
-        queue = self.queues[self.payloads.queue_of[job_type]]
+        queue = self.payloads.queue_of[job_type]
         size = len(str(payload))
-        if job.children:
-            assert self.flows is not None
-            kids = [(q, kind, make_payload(kind, cid, data) if make_payload is not None else data, opts)
-                    for q, kind, cid, data, opts in job.children]
-            created = self.flows.add(parent=(queue.name, job_type, payload, job.options), children=kids,
-                                     on_child_failure=job.on_child_failure).created
-            size += sum(len(str(k[2])) for k in kids)
-        else:
-            created = queue.add(job_type, payload, **job.options).created
+        kids = [(q, kind, cid, make_payload(kind, cid, data) if make_payload is not None else data, opts)
+                for q, kind, cid, data, opts in job.children]
+        created = self.target.add(queue, job_type, job_id, payload, job.options, kids, job.on_child_failure)
+        size += sum(len(str(k[3])) for k in kids)
         if not created:
-            raise EngineError(f"job {job_id} already existed in queue {queue.name!r}: not added (reused --run-id?)")
+            raise EngineError(f"job {job_id} already existed in queue {queue!r}: not added (reused --run-id?)")
         self.added += 1
+        now = time.time()
+        self.added_jobs[job_id] = (queue, job_type, now)
+        for q, kind, cid, _data, _opts in kids:
+            self.added_jobs[cid] = (q, kind, now)
         return job_id, size
 
     # -- observing -----------------------------------------------------------
     def poll(self, block: float = 1.0, count: int = 500) -> list[Finished]:
         """Read the queues' event streams from where the last call stopped; the jobs of this
-        run that completed or died, with their Redis timestamps. Blocks up to ``block``
-        seconds in all when nothing happens.
+        run that completed or died, with their timestamps. Blocks up to ``block`` seconds in
+        all when nothing happens.
 
         Other producers' jobs in the same queues are skipped (their ids lack the run id).
         """
-        ended: list[tuple[str, str, str]] = []  # (queue, job id, event)
-        per_queue = max(1, int(block * 1000 / max(1, len(self.queues))))
-        prefix = self.run_id + "-"  # ids are <run id>[-w<n>]-<type>-<n>: not another run whose id extends this one
-        with redis_errors("reading job events"):
-            for name, queue in self.queues.items():
-                reply = queue.client.xread({queue.keys.events: self._cursor[name]}, count=count, block=per_queue)
-                for _stream, entries in reply or []:
-                    for entry_id, fields in entries:
-                        self._cursor[name] = entry_id
-                        event, job_id = fields.get("event"), fields.get("job", "")
-                        if event in OBSERVED_EVENTS and job_id.startswith(prefix):
-                            ended.append((name, job_id, event))
-            if not ended:
-                return []
-            first = next(iter(self.queues.values()))
-            pipe = first.client.pipeline(transaction=False)
-            for name, job_id, _ in ended:
-                pipe.hmget(self.queues[name].keys.job(job_id), "name", "enqueued_at", "started_at", "finished_at",
-                           "error")
-            rows = pipe.execute()
-        out = []
-        for (name, job_id, event), row in zip(ended, rows):
-            out.extend(self._finished(name, job_id, event, row))
+        # ids are <run id>[-w<n>]-<type>-<n>: not another run whose id extends this one
+        out = self.target.poll(self.run_id + "-", block=block, count=count)
+        for job in out:
+            self.ended[job.job_id] = job
+            if not _CHILD.search(job.job_id):  # a job a producer added, not a child
+                if job.outcome == "completed":
+                    self.completed += 1
+                else:
+                    self.dead += 1
+                self.arrivals.setdefault(job.type, []).append(job.enqueued_at)
         return out
 
-    def _finished(self, queue: str, job_id: str, event: str, row: list[Any]) -> list[Finished]:
-        job_type, enq, started, finished, error = row
-        if not enq or not finished:
-            logger.debug("job %s ended but its hash is gone (retention): not measured", job_id)
-            return []
-        e, f = float(enq), float(finished)
-        if not _CHILD.search(job_id):  # a job a producer added, not a fan-out child
-            if event == "completed":
-                self.completed += 1
-            else:
-                self.dead += 1
-            self.arrivals.setdefault(job_type or "?", []).append(e)
-        return [Finished(job_id=job_id, type=job_type or "?", queue=queue, outcome=event, enqueued_at=e,
-                         wait=float(started) - e if started else None, latency=f - e, error=error)]
+    def sweep(self) -> dict[str, str]:
+        """What became of the jobs added but never seen to end: each ``unfinished`` or ``lost``
+        (the ones that ended unobserved join :attr:`ended`)."""
+        missing = [(q, job_id) for job_id, (q, _, _) in self.added_jobs.items() if job_id not in self.ended]
+        fates: dict[str, str] = {}
+        for i in range(0, len(missing), 1000):
+            for job_id, fate in self.target.lookup(missing[i:i + 1000]).items():
+                if isinstance(fate, Finished):
+                    self.ended[job_id] = fate
+                else:
+                    fates[job_id] = fate
+        return fates
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Jobs per state of each queue (all producers' jobs, not only this run's)."""
-        return {name: q.counts() for name, q in self.queues.items()}
+        return self.target.counts()

@@ -2,7 +2,7 @@
 
 ``simulate(scenario)`` runs a :class:`~qsim.scenario.Scenario` and returns a
 :class:`ModelResult`: per-job records, a time series of queue depth and active
-jobs per queue, and the Summary of DESIGN.md::
+jobs per queue, and the Summary (docs/reference/summary.md)::
 
     from qsim.model import simulate
     result = simulate(scenario, seed=7, max_jobs=None, progress=None)
@@ -16,6 +16,8 @@ mechanisms:
 - :mod:`~qsim.model.core` — :class:`~qsim.model.core.ModelCore`: clock, job table, queues,
   dispatcher, slots and the hot paths (enqueue, start and end of an attempt, settle);
 - :mod:`~qsim.model.context` — the small typed contexts the mechanisms get of the core;
+- :mod:`~qsim.model.hooks` — what the core calls of its recorder and mechanisms (all handed to its constructor);
+- :mod:`~qsim.model.timing` — how long an attempt holds its slot (engine overheads, timeouts);
 - :mod:`~qsim.model.schedule` — every use of SimPy internals (reusable alarms);
 - :mod:`~qsim.model.recorders` / :mod:`~qsim.model.recordless` — records on / off, the
   core's two recorder strategies (``records=False`` core runs: streamed statistics, no records);

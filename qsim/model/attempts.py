@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from qsim.records import attempts_frame, categorical, small_ints
+from qsim.records import attempts_frame, name_column
 
 __all__ = ["AttemptLog", "OK", "FAILED", "TIMEOUT", "STALLED", "CUTOFF", "RESULT_NAMES"]
 
@@ -43,6 +43,8 @@ class AttemptLog:
         self.start = array("d")
         self.end = array("d")
         self.result = array("b")
+        #: per slot: the row of the attempt running (or last run) on it; the mechanisms finish it
+        self.row_of: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.job)
@@ -65,16 +67,17 @@ class AttemptLog:
         self.result[row] = result
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(job, number, worker, start, end, result) as numpy arrays."""
+        """(job, number, worker, start, end, result) as numpy arrays: views of the log (no copy; it
+        cannot grow while they live, so once the run is over)."""
         if not len(self.job):
             z = np.zeros(0, dtype=np.int64)
             return z, z, z, np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int8)
         return (np.frombuffer(self.job, dtype=np.int32), np.frombuffer(self.number, dtype=np.int32),
-                np.frombuffer(self.worker, dtype=np.int32), np.frombuffer(self.start, dtype=np.float64).copy(),
-                np.frombuffer(self.end, dtype=np.float64).copy(), np.frombuffer(self.result, dtype=np.int8))
+                np.frombuffer(self.worker, dtype=np.int32), np.frombuffer(self.start, dtype=np.float64),
+                np.frombuffer(self.end, dtype=np.float64), np.frombuffer(self.result, dtype=np.int8))
 
     def frame(self, worker_names: Sequence[str], ids: np.ndarray | None = None) -> pd.DataFrame:
-        """The ``attempts`` table of :mod:`qsim.records`, with compact columns (as the jobs table's).
+        """The ``attempts`` table of :mod:`qsim.records`, plain dtypes (as the jobs table's).
 
         ``ids``: every job's id (the jobs table's ``job_id``: the attempts share its strings;
         default: built here).
@@ -86,9 +89,9 @@ class AttemptLog:
         worker = np.where(worker < 0, len(worker_names), worker)  # -1 -> ""
         return attempts_frame({
             "job_id": ids[job],
-            "attempt": small_ints(number),
-            "worker": categorical(small_ints(worker), [*worker_names, ""]),
+            "attempt": number.astype(np.int64),
+            "worker": name_column(worker, [*worker_names, ""]),
             "start": start,
             "end": end,
-            "result": categorical(result, RESULT_NAMES),
+            "result": name_column(result, RESULT_NAMES),
         })

@@ -34,7 +34,8 @@ __all__ = ["Flows"]
 
 
 class Flows:
-    """Adds children, holds flow parents in waiting-children, releases them."""
+    """Adds children, holds flow parents in waiting-children, releases them (the run's
+    :class:`~qsim.model.hooks.FlowHooks`)."""
 
     def __init__(self, ctx: FlowContext, draws: DrawIndex, scenario: Scenario) -> None:
         self.ctx = ctx
@@ -73,7 +74,7 @@ class Flows:
         return [ctx.add_job(c, draws.add_child(c, row), parent, now) for c, row in draws.kids.get(parent, [])]
 
     def settled(self, job: int, outcome: int, now: float) -> None:
-        """The core's ``on_settle``: release or fail a flow parent; fan out a completed job."""
+        """A job settled: release or fail a flow parent; fan out a completed job."""
         ctx = self.ctx
         jobs = ctx.jobs
         p = jobs.parent[job]

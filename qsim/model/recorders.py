@@ -1,4 +1,4 @@
-"""Records on: the :class:`~qsim.model.core.Recorder` strategies that keep every job's records.
+"""Records on: the :class:`~qsim.model.hooks.Recorder` strategies that keep every job's records.
 
 - :class:`JobRecords` — a core run (every attempt succeeds, one per job): the
   job table's record columns say it all; the attempts table and the time
@@ -7,7 +7,8 @@
   (:func:`~qsim.model.run.needs_full`): the job columns plus one row per
   attempt in an :class:`~qsim.model.attempts.AttemptLog` (an attempt's
   ``start`` is when its handler starts, ``fetch_overhead`` after its slot took
-  the job); the mechanisms finish each row with its result.
+  the job); the mechanisms finish each row with its result (the log is made
+  before the core and shared with them: :mod:`~qsim.model.run`).
 
 The record-less strategy is :class:`~qsim.model.recordless.StreamRecords`.
 """
@@ -38,6 +39,9 @@ class JobRecords:
         self._started, self._attempts, self._worker = jobs.started, jobs.attempts, jobs.worker
         self._finished, self._outcome = jobs.finished, jobs.outcome
         self._slot_worker = core.slot_worker
+
+    def start(self) -> None:
+        """Nothing to schedule: records are kept as they come."""
 
     def started(self, job: int, q: int, slot: int, now: float) -> None:
         """The job's one attempt started."""
@@ -84,15 +88,15 @@ class JobRecords:
 class AttemptRecords(JobRecords):
     """Records on, any number of attempts: the job columns and the attempt log.
 
-    ``row_of[slot]`` is the log row of the attempt running (or last run) on a
-    slot; the mechanisms finish it (:meth:`AttemptLog.finish`).
+    ``log.row_of[slot]`` is the log row of the attempt running (or last run)
+    on a slot; the mechanisms finish it (:meth:`AttemptLog.finish`).
     """
 
-    def __init__(self, core: ModelCore, fetch_overhead: float = 0.0) -> None:
+    def __init__(self, core: ModelCore, log: AttemptLog, fetch_overhead: float = 0.0) -> None:
         super().__init__(core)
         self.fetch = float(fetch_overhead)
-        self.log = AttemptLog()
-        self.row_of: dict[int, int] = {}
+        self.log = log
+        self.row_of = log.row_of
 
     def started(self, job: int, q: int, slot: int, now: float) -> None:
         """An attempt started; its handler starts ``fetch_overhead`` later (its logged start)."""

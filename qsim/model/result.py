@@ -12,7 +12,7 @@ import pandas as pd
 
 from qsim.display import summary_html, summary_line
 from qsim.errors import QsimError
-from qsim.records import Records, attempts_frame, categorical
+from qsim.records import Records, attempts_frame, copy_on_write, name_column
 from qsim.scenario import Scenario
 from qsim.summary import Summary
 
@@ -95,18 +95,25 @@ class ModelResult:
 def core_attempts(jobs: pd.DataFrame) -> pd.DataFrame:
     """The attempts of a core run: each job that started ran one attempt, ok (cutoff: still running).
 
-    Compact columns, as the jobs table's; ``job_id`` shares the jobs table's strings.
+    Plain dtypes, as the jobs table's. When every job started (the usual case) the ``job_id``,
+    ``worker``, ``start`` and ``end`` columns are the jobs table's own, shared under pandas'
+    copy-on-write (a write to either table copies first; without copy-on-write they are copies).
     """
-    started = jobs["started"].to_numpy(float)
-    ran = ~np.isnan(started)  # column by column: no copy of the whole frame
-    every = bool(ran.all())
-    end = jobs["finished"].to_numpy(float)
-    end = end.copy() if every else end[ran]
-    worker = jobs["worker"]
-    done = ~np.isnan(end)
+    started = jobs["started"]
+    ran = ~np.isnan(started.to_numpy(float))
+    end = jobs["finished"]
+    if bool(ran.all()):
+        cow = copy_on_write()
+        same = {"job_id": jobs["job_id"], "worker": jobs["worker"], "start": started, "end": end}
+        shared = {k: (v if cow else v.copy()).reset_index(drop=True) for k, v in same.items()}
+        done = ~np.isnan(end.to_numpy(float))
+        return attempts_frame({
+            "job_id": shared["job_id"], "attempt": np.ones(len(jobs), dtype=np.int64), "worker": shared["worker"],
+            "start": shared["start"], "end": shared["end"], "result": name_column(np.where(done, 0, 1), ("ok", "cutoff"))})
+    end_ran = end.to_numpy(float)[ran]
     return attempts_frame({
-        "job_id": jobs["job_id"].to_numpy().copy() if every else jobs["job_id"].to_numpy()[ran],
-        "attempt": np.ones(end.size, dtype=np.int8),
-        "worker": worker.array.copy() if every else worker.array[ran],
-        "start": started.copy() if every else started[ran], "end": end,
-        "result": categorical(np.where(done, 0, 1).astype(np.int8), ("ok", "cutoff"))})
+        "job_id": jobs["job_id"].to_numpy()[ran],
+        "attempt": np.ones(end_ran.size, dtype=np.int64),
+        "worker": jobs["worker"].to_numpy()[ran],
+        "start": started.to_numpy(float)[ran], "end": end_ran,
+        "result": name_column(np.where(np.isnan(end_ran), 1, 0), ("ok", "cutoff"))})

@@ -1,6 +1,6 @@
 """Retries, backoff, timeouts and the dead-letter queue: how an attempt ended.
 
-:class:`Retries` is the run's ``attempt_result`` (see :mod:`qsim.model.core`).
+:class:`Retries` is the run's ``attempt_result`` (see :mod:`qsim.model.hooks`).
 When an attempt ends it decides, from the job's draws (:mod:`qsim.workload`),
 what happened:
 
@@ -24,10 +24,9 @@ from typing import cast
 
 from simpy.events import Event, Timeout
 
-from qsim.model.attempts import FAILED, OK, TIMEOUT
+from qsim.model.attempts import FAILED, OK, TIMEOUT, AttemptLog
 from qsim.model.context import RetryContext
 from qsim.model.draws import DrawIndex
-from qsim.model.recorders import AttemptRecords
 from qsim.model.state import COMPLETED, DEAD
 from qsim.scenario import BackoffSpec, Scenario
 from qsim.workload import stream
@@ -49,13 +48,15 @@ def backoff_delay(spec: BackoffSpec, failed: int, u: float) -> float:
 
 
 class Retries:
-    """The ``attempt_result``: decide an attempt's result, settle or retry the job."""
+    """The run's :class:`~qsim.model.hooks.AttemptResult`: decide an attempt's result, settle or retry the job.
 
-    def __init__(self, ctx: RetryContext, draws: DrawIndex, records: AttemptRecords, scenario: Scenario,
-                 seed: int) -> None:
+    ``log``: the run's attempt log (its recorder begins each row; this finishes it).
+    """
+
+    def __init__(self, ctx: RetryContext, draws: DrawIndex, log: AttemptLog, scenario: Scenario, seed: int) -> None:
         self.ctx = ctx
         self.draws = draws
-        self.log, self.row_of = records.log, records.row_of
+        self.log, self.row_of = log, log.row_of
         self.timeout = [j.timeout for j in scenario.jobs]
         self.max_attempts = [j.attempts for j in scenario.jobs]
         self.backoff = [j.backoff for j in scenario.jobs]

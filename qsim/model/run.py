@@ -19,19 +19,20 @@ mechanism plugged in, and its recorder is :class:`~qsim.model.recorders.JobRecor
 :class:`~qsim.model.recordless.StreamRecords` (statistics only). Any other
 mechanism (:func:`needs_full`) makes a *full* run: every attempt is logged
 (:class:`~qsim.model.recorders.AttemptRecords`), every requeue too (for the
-time series), and the mechanisms plug into the core:
+time series), and the core is built with the mechanisms (:func:`_core`;
+what the core calls of each: :mod:`~qsim.model.hooks`):
 
 - :mod:`~qsim.model.retries` — ``attempt_result``: ok, failed, timeout
   (an attempt holds its slot ``min(service, timeout)``), backoff, the DLQ,
   from the workload's draws (:mod:`~qsim.model.draws` maps jobs to them);
 - :mod:`~qsim.model.limits` — the sliding-window rate limit (a gate with a
   timer); :mod:`~qsim.model.dispatch` — priority aging (the core's heap keys);
-- :mod:`~qsim.model.events` — sigkill (stalled recovery), sigterm (drain,
-  cut-off, hand-back), start (new processes and slots); the core's
+- :mod:`~qsim.model.events` — ``events``: sigkill (stalled recovery), sigterm
+  (drain, cut-off, hand-back), start (new processes and slots); its
   ``retired`` slots never rejoin their pool;
-- :mod:`~qsim.model.flows` — the arrivals' entry and ``on_settle``: flow
-  parents in waiting-children, fan-out children;
-- ``fetch_overhead``: each attempt's handler starts that long after its slot
+- :mod:`~qsim.model.flows` — ``flows``: the arrivals' entry and what follows
+  a settled job: flow parents in waiting-children, fan-out children;
+- ``timing`` (:mod:`~qsim.model.timing`): ``fetch_overhead``: each attempt's handler starts that long after its slot
   took the job (the slot is held meanwhile);
 - ``ack_overhead``: each attempt's result reaches Redis that long after its
   handler returned (or failed, or timed out): the slot is held meanwhile, and
@@ -39,8 +40,9 @@ time series), and the mechanisms plug into the core:
   ``overhead_by_load`` both are read from the table at the scenario's offered
   utilization (:func:`qsim.load.engine_overhead`; :attr:`Model.overhead` says which);
 - ``pickup_latency``: every drawn arrival becomes takeable that long after its
-  enqueue (the feed runs late by it; its ``enqueued`` stays the drawn time),
-  holding no slot: part of each wait. Children and retries are taken at once.
+  enqueue, holding no slot: the core is fed the arrivals that much later and
+  the job table gets the drawn enqueue times back before the records are read
+  (a full run), so it is part of each wait. Children and retries are taken at once.
 
 Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
@@ -56,13 +58,13 @@ lock + stalled interval, after the last event.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pandas as pd
-from simpy.events import Event, Timeout
 
-from qsim.load import engine_overhead
-from qsim.model.arrivals import ArrivalFeed
+from qsim.load import AppliedOverhead, engine_overhead
+from qsim.model.attempts import AttemptLog
 from qsim.model.core import ModelCore, Progress
 from qsim.model.draws import DrawIndex
 from qsim.model.events import PoolEvents
@@ -73,10 +75,11 @@ from qsim.model.result import LazyFrames, ModelResult, core_attempts
 from qsim.model.retries import Retries, backoff_delay
 from qsim.model.support import check_supported
 from qsim.model.timeseries import Changes, timeseries_frame
+from qsim.model.timing import Timing
 from qsim.records import Records
 from qsim.scenario import Scenario
 from qsim.summary import summarize
-from qsim.workload import JobDraws, Workload, draw_workload
+from qsim.workload import JobDraws, JobPlan, Workload, draw_workload
 
 __all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
@@ -109,82 +112,53 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
 
 def needs_full(scenario: Scenario) -> bool:
     """Whether a scenario uses a mechanism beyond the core (then every attempt is logged)."""
+    eng = scenario.engine
     return (any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 or j.fan_out is not None
                 or j.flow is not None for j in scenario.jobs)
             or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
-            or bool(scenario.events) or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0
-            or bool(scenario.engine.overhead_by_load))
+            or bool(scenario.events) or eng.fetch_overhead > 0 or eng.ack_overhead > 0
+            or bool(eng.overhead_by_load) or eng.pickup_latency > 0)
 
 
 class Model:
     """One run of a scenario over drawn jobs (see the module docstring).
 
-    :func:`simulate` plays a drawn :class:`~qsim.workload.Workload`
-    (:meth:`from_workload`); tests and notebooks may build the arrivals by
-    hand (arrival times, type indexes, first service times) and run them::
+    ``Model(workload)`` plays a drawn :class:`~qsim.workload.Workload` (what
+    :func:`simulate` does); tests and notebooks may build the arrivals by hand
+    (arrival times, type indexes, first service times) and run them::
 
         result = Model(scenario, JobDraws(time=t, type=k, service=s), seed=0).run()
 
     A model runs once. ``records=False``: see :func:`simulate`.
     """
 
-    def __init__(self, scenario: Scenario, draws: JobDraws, *, seed: int, records: bool = True) -> None:
-        self._build(Workload(scenario, seed, draws), records)
+    def __init__(self, scenario: Scenario | Workload, draws: JobDraws | None = None, *, seed: int | None = None,
+                 records: bool = True) -> None:
+        # The workload is not kept: the core copies what it needs (its drawn arrays are freed).
+        workload = _workload(scenario, draws, seed)
+        self.scenario = s = workload.scenario
+        self.seed = workload.seed
+        self.keep_records = records
+        #: The engine overhead applied (the scalars, or overhead_by_load at the offered utilization).
+        self.overhead = engine_overhead(s)
+        self.pickup = s.engine.pickup_latency
+        arrivals = workload.arrivals
+        if self.pickup > 0:  # the core is fed each arrival pickup_latency late (see the module docstring)
+            arrivals = JobDraws(time=arrivals.time + self.pickup, type=arrivals.type, service=arrivals.service)
+        self.core = core = _core(workload, records, arrivals, self.overhead)
+        self.jobs = core.jobs
+        if needs_full(s):
+            self.horizon = _full_horizon(s, workload.attempts, arrivals, self.overhead)
+        else:
+            last = float(arrivals.time[-1]) if len(arrivals) else 0.0
+            self.horizon = max(s.duration, last) + float(arrivals.service.sum()) + 1.0
+        self._ran = False
+        self._enqueued_back = self.pickup <= 0
 
     @classmethod
     def from_workload(cls, workload: Workload, *, records: bool = True) -> Model:
-        """A run of ``workload`` (attempt draws it holds already are not drawn again)."""
-        model = cls.__new__(cls)
-        model._build(workload, records)
-        return model
-
-    def _build(self, workload: Workload, records: bool) -> None:
-        # The workload is not kept: the core copies what it needs (its drawn arrays are freed).
-        self.scenario = s = workload.scenario
-        self.seed = workload.seed
-        arrivals = workload.arrivals
-        self.full = full = needs_full(s)
-        self.keep_records = records
-        self.streaming = streaming = not records and not full
-        self.core = core = ModelCore(s, arrivals, records=not streaming)
-        self.env = core.env
-        self.jobs = core.jobs
-        self.flows: Flows | None = None
-        self.events: PoolEvents | None = None
-        self.recorder: JobRecords | StreamRecords
-        on_arrival: Callable[[int, float], None] = core.enqueue
-        on_batch: Callable[[list[int], float], None] = core.enqueue_batch
-        last = float(arrivals.time[-1]) if len(arrivals) else 0.0
-        pickup = s.engine.pickup_latency
-        self.horizon = max(s.duration, last) + pickup + float(arrivals.service.sum()) + 1.0
-        #: The engine overhead applied (the scalars, or overhead_by_load at the offered utilization).
-        self.overhead = eng = engine_overhead(s)
-        if full:
-            draws = DrawIndex(workload)
-            self.recorder = rec = AttemptRecords(core, eng.fetch)
-            if eng.fetch > 0 or eng.ack > 0 or any(j.timeout > 0 for j in s.jobs):
-                core.set_timing(eng.fetch, eng.ack, [j.timeout for j in s.jobs])
-            core.attempt_result = Retries(core, draws, rec, s, self.seed)
-            if any(j.flow is not None or j.fan_out is not None for j in s.jobs):
-                self.flows = Flows(core, draws, s)
-                core.on_settle = self.flows.settled
-                on_arrival, on_batch = self.flows.arrive, self.flows.arrive_batch
-            if s.events:
-                self.events = PoolEvents(core, rec, s)
-                core.retired, core.slot_done = self.events.retired, self.events.slot_done
-            self.horizon = _full_horizon(s, draws, arrivals, eng.fetch + eng.ack) + pickup
-        elif streaming:
-            self.recorder = StreamRecords(core, self.seed)
-        else:
-            self.recorder = JobRecords(core)
-        core.recorder = self.recorder
-        # a record-less run's feed reads the enqueued column itself (one O(jobs) array less)
-        times = core.jobs.enqueued if streaming else arrivals.time
-        retime = core.retime
-        if pickup > 0:  # takeable pickup_latency after the drawn enqueue, which the job keeps (< its start)
-            times, retime = np.asarray(times, dtype=np.float64) + pickup, _keep_enqueued
-        self.feed = ArrivalFeed(core.env, times, on_arrival=on_arrival, on_batch=on_batch, retime=retime)
-        self._ran = False
+        """A run of ``workload`` (attempt draws it holds already are not drawn again); ``Model(workload)``."""
+        return cls(workload, records=records)
 
     # ------------------------------------------------------------------ run
 
@@ -193,37 +167,31 @@ class Model:
         if self._ran:
             raise RuntimeError("a Model runs once; build a new one")
         self._ran = True
-        core, env = self.core, self.env
-        core.bind(progress)
-        if isinstance(self.recorder, StreamRecords):
-            self.recorder.start()
-        if core.jobs.n == 0:
-            core.done.succeed()
-        Timeout(env, self.horizon).callbacks.append(self._at_horizon)
-        if self.events is not None:
-            self.events.start()
-        self.feed.start()
-        env.run(until=core.done)
+        self.core.run(self.horizon, progress)
         if progress is not None:
             progress(1.0)
         return self.result()
 
-    def _at_horizon(self, _event: Event) -> None:
-        if not self.core.done.triggered:
-            self.core.done.succeed()
-
     def timeseries_changes(self) -> list[Changes]:
         """Every change of queue depth and active jobs (see :mod:`qsim.model.timeseries`)."""
-        assert isinstance(self.recorder, JobRecords)
+        core = self.core
+        assert isinstance(core.recorder, JobRecords)
         entered = np.ones(self.jobs.n, dtype=bool)
-        entered[self.feed.next:self.feed.n] = False  # drawn jobs still to come when the run stopped
-        if self.flows is not None:  # flow parents joined their queue when released (a logged requeue)
-            entered[np.asarray(self.flows.parents, dtype=np.int64)] = False
-        return self.recorder.changes(entered)
+        entered[core.arrived:core.drawn] = False  # drawn jobs still to come when the run stopped
+        if core.flows is not None:  # flow parents joined their queue when released (a logged requeue)
+            entered[np.asarray(core.flows.parents, dtype=np.int64)] = False
+        return core.recorder.changes(entered)
 
     def result(self) -> ModelResult:
-        """Records, time series and Summary of the run so far."""
-        s, core, rec = self.scenario, self.core, self.recorder
+        """Records, time series and Summary of the run (its frames view the run's columns: after :meth:`run`)."""
+        if not self._ran:
+            raise RuntimeError("run the model first: Model.run() returns its result")
+        s, core = self.scenario, self.core
+        rec = core.recorder
+        if not self._enqueued_back:  # the drawn enqueue times, before the pickup latency (once)
+            self._enqueued_back = True
+            enq = np.frombuffer(core.jobs.enqueued, dtype=np.float64)
+            enq[:core.drawn] -= self.pickup
         if isinstance(rec, StreamRecords):
             return ModelResult(scenario=s, seed=self.seed, records=None, summary=rec.summary())
         jobs = core.jobs.frame(type_names=core.type_names, queue_names=core.queue_names,
@@ -231,26 +199,54 @@ class Model:
         extra: dict[str, Callable[[], pd.DataFrame]] = {
             "timeseries": lambda: timeseries_frame(core.queue_names, self.timeseries_changes())}
         slots: tuple[tuple[float, int], ...] = ((0.0, core.n_slots),)
+        workers: dict[str, tuple[tuple[float, int], ...]] = {p.name: ((0.0, p.workers),) for p in s.pools}
         if isinstance(rec, AttemptRecords):
             attempts = rec.log.frame(core.worker_names, jobs["job_id"].to_numpy())
-            if self.events is not None:
-                slots = tuple(self.events.slot_steps)
-                extra["drains"] = self.events.frame
+            if core.events is not None:
+                slots = tuple(core.events.slot_steps)
+                workers = {name: tuple(steps) for name, steps in core.events.pool_steps.items()}
+                extra["drains"] = core.events.frame
         else:  # one attempt per job: the job table says it all
             attempts = core_attempts(jobs)
-        records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra))
-        summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup)
+        records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra), workers=workers)
+        summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup,
+                            window=s.window_length)
         return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
 
 
-def _keep_enqueued(job: int, now: float) -> None:
-    """The feed's ``retime`` under a pickup latency: the job keeps its drawn enqueue time (before ``now``)."""
+def _workload(scenario: Scenario | Workload, draws: JobDraws | None, seed: int | None) -> Workload:
+    """``Model``'s two forms: a drawn workload, or a scenario with hand-made arrivals and a seed."""
+    if isinstance(scenario, Workload):
+        if draws is not None or seed is not None:
+            raise TypeError("Model(workload) takes no draws or seed: the workload holds them")
+        return scenario
+    if draws is None or seed is None:
+        raise TypeError("Model(scenario, draws, seed=...) needs the drawn arrivals and a seed")
+    return Workload(scenario, seed, draws)
 
 
-def _full_horizon(s: Scenario, draws: DrawIndex, arrivals: JobDraws, overhead: float) -> float:
+def _core(workload: Workload, records: bool, arrivals: JobDraws, overhead: AppliedOverhead) -> ModelCore:
+    """The core of a run of ``workload`` fed ``arrivals``, with its recorder and (a full run) its mechanisms
+    (module docstring)."""
+    s, seed = workload.scenario, workload.seed
+    if not needs_full(s):  # a core run: records on, or streamed statistics (records=False)
+        return ModelCore(s, arrivals, recorder=JobRecords if records else partial(StreamRecords, seed=seed),
+                         records=records)
+    draws, log = DrawIndex(workload), AttemptLog()  # each job's draws; the attempt log the mechanisms share
+    flows = any(j.flow is not None or j.fan_out is not None for j in s.jobs)
+    return ModelCore(
+        s, arrivals, timing=Timing.of(s, overhead.fetch, overhead.ack),
+        recorder=partial(AttemptRecords, log=log, fetch_overhead=overhead.fetch),
+        attempt_result=partial(Retries, draws=draws, log=log, scenario=s, seed=seed),
+        flows=partial(Flows, draws=draws, scenario=s) if flows else None,
+        events=partial(PoolEvents, log=log, scenario=s) if s.events else None)
+
+
+def _full_horizon(s: Scenario, plan: JobPlan, arrivals: JobDraws, applied: AppliedOverhead) -> float:
     """A time by which every job could have settled even on one slot (see the module docstring)."""
     work = backoff = rated = 0.0
-    for k, table in enumerate(draws.tables):
+    overhead = applied.fetch + applied.ack
+    for k, table in enumerate([*plan.own, *plan.child]):  # arriving jobs' draws per type, then children's
         if table is None or not len(table):
             continue
         job = s.jobs[k % len(s.jobs)]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from qsim.records import categorical, jobs_frame, small_ints
+from qsim.records import jobs_frame, name_column
 
 Column = Sequence[int] | Sequence[float] | np.ndarray
 
@@ -74,9 +74,11 @@ class JobTable:
 
     def frame(self, *, type_names: Sequence[str], queue_names: Sequence[str],
               worker_names: Sequence[str]) -> pd.DataFrame:
-        """The jobs table of :mod:`qsim.records` (job ids are ``"j<number>"``), with compact columns:
-        categories for the names, the narrowest integers (:func:`~qsim.records.categorical`,
-        :func:`~qsim.records.small_ints`)."""
+        """The jobs table of :mod:`qsim.records` (job ids are ``"j<number>"``): plain dtypes, the name
+        columns sharing one ``str`` per name (:func:`~qsim.records.name_column`).
+
+        The time columns are views of this table's arrays (no copy): call it once the run is over.
+        """
         n = self.n
         ids = self.ids()
         worker = _ints(self.worker)
@@ -88,19 +90,19 @@ class JobTable:
         parent_code[has_parent] = np.searchsorted(parents, parent[has_parent]) + 1
         return jobs_frame({
             "job_id": ids,
-            "type": categorical(small_ints(self.type), type_names),
-            "queue": categorical(small_ints(self.queue), queue_names),
-            "priority": small_ints(self.priority),
+            "type": name_column(np.asarray(self.type, dtype=np.int64), type_names),
+            "queue": name_column(np.asarray(self.queue, dtype=np.int64), queue_names),
+            "priority": np.asarray(self.priority, dtype=np.int64),
             "enqueued": _floats(self.enqueued),
             "started": _floats(self.started),
             "finished": _floats(self.finished),
-            "attempts": _narrow(self.attempts),
-            "failed_attempts": _narrow(self.failed_attempts),
-            "stalled": _narrow(self.stalled),
-            "worker": categorical(small_ints(worker), [*worker_names, ""]),
-            "outcome": categorical(np.frombuffer(self.outcome, dtype=np.int8) if n else np.zeros(0, dtype=np.int8),
+            "attempts": _ints(self.attempts),
+            "failed_attempts": _ints(self.failed_attempts),
+            "stalled": _ints(self.stalled),
+            "worker": name_column(worker, [*worker_names, ""]),
+            "outcome": name_column(np.frombuffer(self.outcome, dtype=np.int8) if n else np.zeros(0, dtype=np.int8),
                                    OUTCOME_NAMES),
-            "parent": categorical(parent_code, ["", *ids[parents].tolist()]),
+            "parent": name_column(parent_code, ["", *ids[parents].tolist()]),
         })
 
     def ids(self) -> np.ndarray:
@@ -115,15 +117,9 @@ def _doubles(values: Column) -> array[float]:
 
 
 def _floats(a: array[float]) -> np.ndarray:
-    return np.frombuffer(a, dtype=np.float64).copy() if len(a) else np.zeros(0)
+    """A view of the column (no copy; ``a`` cannot grow while the view lives)."""
+    return np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0)
 
 
 def _ints(a: array[int]) -> np.ndarray:
     return np.frombuffer(a, dtype=np.dtype(a.typecode)).astype(np.int64) if len(a) else np.zeros(0, dtype=np.int64)
-
-
-def _narrow(a: array[int]) -> np.ndarray:
-    """The column as :func:`~qsim.records.small_ints` (a copy, never a view of ``a``)."""
-    view = np.frombuffer(a, dtype=np.dtype(a.typecode)) if len(a) else np.zeros(0, dtype=np.int64)
-    out = small_ints(view)
-    return out.copy() if out is view else out

@@ -65,7 +65,7 @@ def test_advise_reads_only_and_agrees_with_an_offline_plan(measured: tuple[str, 
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     url, run = measured
     out = tmp_path / "advised.toml"
-    # When advised from the engine's records (CLI, as DESIGN.md writes it)
+    # When advised from the engine's records (the CLI, as docs/reference/cli.md gives it)
     before = write_calls(url)
     code = main(["advise", "--redis", url, "--queue", "orders", "--slo", SLO, "--window", "15m", "--prefix",
                  run.prefix, "--json", "--out", str(out), "--processes", "1"])

@@ -1,5 +1,5 @@
 """qsim calibrate --from bullmq: a real BullMQ (Node.js) worker with known service times, and BullMQ's
-4.x and 5.x Redis layouts.
+4.x, 5.x and 6.x Redis layouts.
 
 The real-BullMQ tests need ``node`` and ``npm`` (bullmq is installed into a cache folder on first
 use, see tests/bullmq_node.py); without them they skip, saying so. The layout tests write job
@@ -53,7 +53,7 @@ def test_bullmq5_round_trip(redis_url: str, capsys: pytest.CaptureFixture[str]) 
     bq = BullMQ("5")
     # Given a real BullMQ 5 worker (named, concurrency 6) with known service distributions
     run_bullmq(bq, redis_url, "A", 6, name="shop-0")
-    # When calibrated from its Redis (the CLI, as DESIGN.md writes it)
+    # When calibrated from its Redis (the CLI, as docs/reference/cli.md gives it)
     assert main(["calibrate", "--from", "bullmq", "--redis", redis_url, "--queue", "A", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     fits = doc["fits"]
@@ -91,7 +91,7 @@ def test_bullmq5_round_trip(redis_url: str, capsys: pytest.CaptureFixture[str]) 
 
 
 @needs_node
-@pytest.mark.parametrize("major", ["4", "5"])
+@pytest.mark.parametrize("major", ["4", "5", "6"])
 def test_bullmq_failures_retries_and_options(redis_url: str, major: str) -> None:
     bq = BullMQ(major)
     types = [{"name": "flaky", "rate": 60, "attempts": 3, "backoff": {"type": "fixed", "delay": 20}, "priority": 2}]
@@ -110,7 +110,7 @@ def test_bullmq_failures_retries_and_options(redis_url: str, major: str) -> None
     assert f.jobs == out["added"] and f.fail_ci[0] - 0.05 <= 0.2 <= f.fail_ci[1] + 0.05
     assert f.poison_ci[0] - 0.05 <= 0.1 <= f.poison_ci[1] + 0.05
     assert c.measured.source.startswith(f"bullmq:{major}.")
-    if major == "4":  # 4.x stores no worker name
+    if major == "4":  # 4.x stores no worker name (its producer and worker write the 4.x layout)
         assert any("no worker names" in w for w in c.warnings)
 
 

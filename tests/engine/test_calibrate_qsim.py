@@ -55,7 +55,7 @@ def write_calls(url: str) -> int:
 def test_engine_records_to_scenario(measured: tuple[str, EngineResult], tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     url, run = measured
-    # When calibrated from the engine's Redis (CLI, as DESIGN.md writes it)
+    # When calibrated from the engine's Redis (the CLI, as docs/reference/cli.md gives it)
     before = write_calls(url)
     out_toml = tmp_path / "cal.toml"
     code = main(["calibrate", "--from", "qsim", "--redis", url, "--queue", "orders", "--queue", "mail",

@@ -1,6 +1,6 @@
 """Where jobs go back in the wait set (the Lua scripts called directly), and the timeout label.
 
-Decision (README "Positions in the queue"): a job handed back at shutdown (``release``) or put back
+Decision (docs/explanation/engine.md, "Positions in the queue"): a job handed back at shutdown (``release``) or put back
 by a stalled check (``recover_stalled``) goes to the FRONT of its priority level, ahead of the jobs
 of its level already waiting, never ahead of a better level; a batch keeps its order; a later
 put-back goes before an earlier one. Added, retried, promoted jobs take the back of their level.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -54,12 +55,18 @@ def test_workshop_headless_adds_at_the_scenario_rate_and_reports_job_latency(red
     scenario = load("workshop")
     rate, window = scenario.jobs[0].arrival.rate, 4  # type: ignore[union-attr]
     # When Locust runs it headless for 4 s with 2 producer users
+    # and thresholds it meets (--slo: judged on the run's Summary at the end)
     proc = locust("-u", "2", "-r", "2", "-t", f"{window}s", "--scenario", "workshop", "--redis-url", redis_url,
                   "--start-workers", "--run-id", "lt-test", "--drain", "15", "--compare-model",
+                  "--slo", "p95_wait<=5", "--slo", "lost==0", "--slo", "p95_latency[cut]<10",
                   "--csv", str(tmp_path / "run"))
     # Then it succeeds, and added rate x window jobs, none failed
     assert proc.returncode == 0, explain(proc)
     assert "Traceback" not in proc.stderr, explain(proc)
+    # and the verdict table says every threshold was met, on this run's jobs (engine target)
+    assert "qsim load test lt-test (qsim engine)" in proc.stderr, explain(proc)
+    assert "thresholds passed: 3 of 3" in proc.stderr, explain(proc)
+    assert re.search(r"lost==0 +0 +pass", proc.stderr), explain(proc)
     rows = stats(tmp_path / "run")
     enqueue = rows[("enqueue", "cut")]
     added = int(enqueue["Request Count"])
@@ -199,6 +206,25 @@ def test_dead_letter_jobs_are_job_failures_and_an_own_producer_sets_payloads(red
         assert q.get_job("lt-own-risky-0").data["tag"] == "lt-own-risky-0"
 
 
+@pytest.mark.redis
+def test_a_missed_threshold_fails_the_run_with_exit_code_1(redis_url: str, tmp_path: Path) -> None:
+    # Given the workshop (lognormal 0.5 s service) and a latency threshold no such job can meet
+    # When Locust runs it for 2 s against the engine, with its pool started
+    proc = locust("-u", "1", "-t", "1s", "--scenario", "workshop", "--redis-url", redis_url, "--start-workers",
+                  "--run-id", "lt-slo", "--drain", "15", "--slo", "p95_latency<=0.05", "--slo", "lost==0")
+    # Then the verdict table shows the miss and Locust's exit code is 1, though no request failed
+    assert proc.returncode == 1, explain(proc)
+    assert re.search(r"p95_latency<=0.05 +[0-9.]+ +FAIL", proc.stderr), explain(proc)
+    assert "thresholds FAILED: 1 of 2 missed: p95_latency<=0.05" in proc.stderr, explain(proc)
+    assert re.search(r"lost==0 +0 +pass", proc.stderr), explain(proc)
+
+
+def test_a_bad_threshold_is_refused_before_anything_runs() -> None:
+    proc = locust("-t", "2s", "--slo", "lost==0", "--slo", "p95_wait=<2", timeout=30)
+    assert proc.returncode == 2, explain(proc)
+    assert "--slo must look like p95_wait<=2, got 'p95_wait=<2'" in proc.stderr, explain(proc)
+
+
 def test_a_non_local_redis_is_refused_without_the_flag(tmp_path: Path) -> None:
     # Given a Redis URL that is not on this machine (a non-routable address: never connected to)
     url = "redis://10.255.255.1:6379/0"
@@ -276,6 +302,16 @@ def test_config_sizes_producers_and_validates() -> None:
         LoadTestConfig(rate_scale=0)
     with pytest.raises(ValueError, match="--run-id"):
         LoadTestConfig(run_id="has space")
+    with pytest.raises(ValueError, match="--target"):
+        LoadTestConfig(target="celery")
+    with pytest.raises(ValueError, match="with --target bullmq your BullMQ workers take the jobs"):
+        LoadTestConfig(target="bullmq", start_workers=True)
+    with pytest.raises(ValueError, match="--abort-on-fail needs at least one --slo"):
+        LoadTestConfig(abort_on_fail=True)
+    with pytest.raises(ValueError, match="--slo must look like"):
+        LoadTestConfig(slos=("p95_wait=<2",))
+    assert [str(s) for s in LoadTestConfig(slos=("p95_wait<=2", "lost==0")).thresholds()] == ["p95_wait<=2",
+                                                                                               "lost==0"]
 
 
 def test_model_scenario_of_a_load_test() -> None:

@@ -1,4 +1,4 @@
-"""The idempotent-handler example of RELIABILITY.md (run by tests/reliability/test_idempotency.py).
+"""The idempotent-handler example of docs/explanation/reliability.md (run by tests/reliability/test_idempotency.py).
 
 Delivery is at-least-once: a job whose worker dies after the handler's side
 effect but before the acknowledgement runs again. ``charge_naive`` applies

@@ -1,4 +1,4 @@
-"""The idempotent handler of RELIABILITY.md, under a crash between its side effect and its acknowledgement."""
+"""The idempotent handler of docs/explanation/reliability.md, under a crash between its side effect and its acknowledgement."""
 
 from __future__ import annotations
 

@@ -7,15 +7,15 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 import simpy
 
 import qsim.model
-from qsim.model import simulate
-from qsim.model.arrivals import ArrivalFeed
+from qsim.model import Model, simulate
 from qsim.model.core import ModelCore
 from qsim.model.schedule import Alarm
 from qsim.scenario import Scenario
-from qsim.workload import draw_jobs
+from qsim.workload import draw_jobs, draw_workload
 
 MODEL = Path(qsim.model.__file__).parent
 
@@ -60,6 +60,9 @@ class Counting:
         self.starts = self.completions = 0
         self.waits: list[float] = []
 
+    def start(self) -> None:
+        pass
+
     def started(self, job: int, q: int, slot: int, now: float) -> None:
         self.starts += 1
         self.waits.append(now - self.enqueued[job])
@@ -81,13 +84,51 @@ def test_the_core_runs_any_recorder_strategy_once_per_attempt() -> None:
                   "service": {"kind": "exponential", "mean": 0.5}}],
         "pools": [{"name": "p", "queues": ["q"], "workers": 2}]})
     draws = draw_jobs(s)
-    core = ModelCore(s, draws)
-    core.recorder = rec = Counting(core)
-    feed = ArrivalFeed(core.env, draws.time, on_arrival=core.enqueue, on_batch=core.enqueue_batch,
-                       retime=core.retime)
-    core.bind()
-    feed.start()
-    core.env.run(until=core.done)
+    core = ModelCore(s, draws, recorder=Counting)
+    rec = core.recorder
+    assert isinstance(rec, Counting)
+    core.run(until=1e9)
     assert rec.starts == rec.completions == core.settled == len(draws) > 100
     waits = simulate(s).jobs.eval("started - enqueued").to_numpy()  # the same waits as the records-on run
     assert np.array_equal(np.sort(rec.waits), np.sort(waits))
+
+
+def test_the_core_is_built_whole() -> None:
+    # Given every module of the model
+    for path in sorted(MODEL.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # Then nothing is set on the core (or a model) from outside it, after its constructor ...
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                    where = f"{path.name}:{t.lineno}: {t.value.id}.{t.attr} ="
+                    assert t.value.id not in ("core", "ctx", "model"), where
+        # ... and no object is made with __new__ and completed by a second initialiser
+        calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        assert not calls & {"__new__", "_build", "bind"}, path.name
+    # And a core built from its constructor alone has its mechanisms in place
+    s = Scenario.from_dict({
+        "name": "w", "seed": 1, "duration": 30.0, "queues": [{"name": "q"}],
+        "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 2.0},
+                  "service": {"kind": "exponential", "mean": 0.5}, "fail_prob": 0.3, "attempts": 2}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 2}],
+        "events": [{"at": 10.0, "kind": "sigterm", "pool": "p", "count": 1, "grace": 1.0}]})
+    m = Model.from_workload(draw_workload(s))
+    assert m.core.events is not None and m.core.flows is None and m.core.recorder.every
+    assert m.run().summary["jobs"]["failed_attempts"] > 0
+
+
+def test_a_model_takes_a_workload_or_hand_made_draws_not_both() -> None:
+    s = Scenario.from_dict({
+        "name": "w", "seed": 1, "duration": 10.0, "queues": [{"name": "q"}],
+        "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 2.0},
+                  "service": {"kind": "exponential", "mean": 0.5}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 2}]})
+    w = draw_workload(s, seed=4)
+    assert Model(w).run().summary == Model(s, w.arrivals, seed=4).run().summary
+    with pytest.raises(TypeError, match="seed"):
+        Model(s, w.arrivals)
+    with pytest.raises(TypeError, match="workload"):
+        Model(w, seed=4)

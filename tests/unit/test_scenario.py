@@ -94,7 +94,7 @@ def error_of(raw: dict[str, Any]) -> str:
 
 
 def test_full_schema_parses(tmp_path: Path) -> None:
-    # Given every key of the DESIGN.md schema
+    # Given every key of the schema (docs/reference/scenario.md)
     path = tmp_path / "shop.toml"
     path.write_text(FULL)
     # When it is loaded

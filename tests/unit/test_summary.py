@@ -1,4 +1,4 @@
-"""The Summary: one function, the definitions of DESIGN.md, checked on hand-made records."""
+"""The Summary: one function, the definitions of docs/reference/summary.md, checked on hand-made records."""
 
 from __future__ import annotations
 

@@ -1,0 +1,334 @@
+"""The flat API a notebook uses: one verb per task, re-exported by :mod:`qsim` (``qsim.simulate`` ...).
+
+Every verb that takes a system takes it as a :class:`~qsim.scenario.Scenario`,
+a TOML path or a built-in name alike (None: ``workshop``, as ``qsim simulate``
+with no file); :func:`load` is that rule. Each verb that takes time has a
+sync and an awaitable form, ``verb`` and ``verb_async``. Both work inside a
+running event loop (Jupyter): the sync form of an engine verb then runs its
+loop in a worker thread (:mod:`qsim.harness.aio`), the awaitable form of a
+model verb runs it in a thread, so ``await`` keeps a kernel responsive::
+
+    import qsim
+    s = qsim.load("workshop")                      # or a path, or a Scenario
+    r = qsim.simulate(s, seed=3)                   # the model: r.summary, r.jobs
+    e = await qsim.run_async("workshop")           # the engine on a throwaway redis-server
+    doc = qsim.compare("workshop")                 # both, side by side (``qsim compare``)
+    qsim.compare(r, e).checked(scenario=s)         # two runs you have, with ``--check``'s verdicts
+    p = qsim.plan(s, "p95_wait<=2", {"pools.craftsmen.concurrency": "1:8"})
+    qsim.theory(s), qsim.sweep(s, {...}), qsim.calibrate("jobs.csv"), qsim.advise(url, "orders", "p95_wait<=2")
+    qsim.plots.wait_distribution(r.jobs)
+
+| verb | sync | awaitable | what |
+|---|---|---|---|
+| load | :func:`load` | | a Scenario from a Scenario, a path or a name |
+| simulate | :func:`simulate` | :func:`simulate_async` | the model (:func:`qsim.model.simulate`) |
+| run | :func:`run` | :func:`run_async` | the engine (:func:`qsim.harness.run_scenario_async`) |
+| compare | :func:`compare` | :func:`compare_async` | model and engine side by side |
+| plan | :func:`plan` | :func:`plan_async` | the cheapest setting that meets SLOs |
+| sweep | :func:`sweep` | :func:`sweep_async` | the model over a grid of settings |
+| calibrate | :func:`calibrate` | :func:`calibrate_async` | measured jobs -> a Scenario |
+| probe | :func:`probe` | :func:`probe_async` | the engine's per-job overhead here |
+| advise | :func:`advise` | :func:`advise_async` | workers a running queue needs now |
+| theory | :func:`theory` | | closed forms (Erlang C, Allen-Cunneen, Cobham) |
+
+``qsim.plots`` is :mod:`qsim.analysis.plots`. A new verb is defined here and
+named in ``qsim.__init__``'s ``_LAZY`` and ``__all__`` (the test of the public
+API holds them to each other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from qsim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from qsim.advise import Advice
+    from qsim.analysis.compare import Comparison
+    from qsim.analysis.plan import SLO, PlanResult
+    from qsim.analysis.theory import TheoryResult
+    from qsim.calibrate import Calibration
+    from qsim.calibrate.overhead import Overhead
+    from qsim.harness.run import EngineResult
+    from qsim.model import ModelResult
+
+__all__ = ["ScenarioLike", "load", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
+           "compare_async", "plan", "plan_async", "sweep", "sweep_async", "calibrate", "calibrate_async", "probe",
+           "probe_async", "advise", "advise_async", "theory"]
+
+#: What a verb takes as the system: a Scenario, a TOML path, a built-in name, or None (``workshop``).
+ScenarioLike = Scenario | str | os.PathLike[str] | None
+Progress = Callable[[float], None]
+
+
+def load(scenario: ScenarioLike = None) -> Scenario:
+    """A Scenario from a Scenario (as it is), a TOML path or a built-in name (None: ``workshop``).
+
+    Raises:
+        ScenarioError: no such file or built-in name, or the file is not a valid scenario.
+    """
+    if isinstance(scenario, Scenario):
+        return scenario
+    from qsim.scenarios import load as load_file
+
+    return load_file(os.fspath(scenario) if scenario is not None else None)
+
+
+def with_params(scenario: ScenarioLike, params: Mapping[str, Any]) -> Scenario:
+    """The scenario with dotted paths set (``{"pools.p.concurrency": 8, "duration": 600}``), as ``--vary`` sets them."""
+    from qsim.analysis.sweep import with_params as set_params
+
+    return set_params(load(scenario), params)
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def simulate(scenario: ScenarioLike = None, *, seed: int | None = None, max_jobs: int | None = None,
+             records: bool = True, progress: Progress | None = None) -> ModelResult:
+    """Simulate the scenario on the model (``qsim simulate``): a :class:`~qsim.model.ModelResult`.
+
+    Args:
+        seed: overrides the scenario's; the same seed gives identical records.
+        max_jobs: stop arrivals after this many jobs.
+        records: False keeps only the Summary (flat memory; see :func:`qsim.model.simulate`).
+        progress: called now and then with the fraction of jobs settled.
+    """
+    from qsim.model import simulate as run_model
+
+    return run_model(load(scenario), seed=seed, max_jobs=max_jobs, progress=progress, records=records)
+
+
+async def simulate_async(scenario: ScenarioLike = None, *, seed: int | None = None, max_jobs: int | None = None,
+                         records: bool = True, progress: Progress | None = None) -> ModelResult:
+    """:func:`simulate` in a worker thread: ``await`` it and the event loop (a kernel) stays responsive."""
+    s = load(scenario)
+    return await asyncio.to_thread(simulate, s, seed=seed, max_jobs=max_jobs, records=records, progress=progress)
+
+
+def theory(scenario: ScenarioLike = None) -> TheoryResult:
+    """The closed forms that apply to the scenario (``qsim theory``).
+
+    Raises:
+        TheoryNotApplicable: no closed form describes it (the message says why).
+    """
+    from qsim.analysis.theory import predict
+
+    return predict(load(scenario))
+
+
+def _values(vary: Mapping[str, Sequence[Any] | str]) -> dict[str, list[Any]]:
+    """``vary`` with ``"1:64"``-style strings (as ``--vary`` takes them) turned into their values."""
+    from qsim.analysis.sweep import parse_values
+
+    return {path: parse_values(v) if isinstance(v, str) else list(v) for path, v in vary.items()}
+
+
+def sweep(scenario: ScenarioLike, vary: Mapping[str, Sequence[Any] | str], **options: Any) -> list[dict[str, Any]]:
+    """The model at every combination of ``vary`` (values as a list or ``"1:64"``): ``[{"params", "summary"}]``.
+
+    ``options``: those of :func:`qsim.analysis.sweep.sweep` (``seed``, ``max_jobs``, ``processes``,
+    ``replications``, ``client``, ``progress``).
+    """
+    from qsim.analysis.sweep import sweep as run_sweep
+
+    return run_sweep(load(scenario), _values(vary), **options)
+
+
+async def sweep_async(scenario: ScenarioLike, vary: Mapping[str, Sequence[Any] | str],
+                      **options: Any) -> list[dict[str, Any]]:
+    """:func:`sweep` in a worker thread."""
+    s = load(scenario)
+    return await asyncio.to_thread(sweep, s, vary, **options)
+
+
+def plan(scenario: ScenarioLike, slo: str | SLO | Sequence[str | SLO], vary: Mapping[str, Sequence[Any] | str],
+         **options: Any) -> PlanResult:
+    """The cheapest setting of ``vary`` that meets every SLO (``qsim plan``): a
+    :class:`~qsim.analysis.report.PlanResult`.
+
+    ``slo``: ``"p95_wait<=2"``, or several; ``vary``: dotted paths to values (a list, or
+    ``"1:64"``). ``options``: those of :func:`qsim.analysis.plan.plan` (``replications``,
+    ``search``, ``minimize``, ``confidence``, ``seed``, ``max_jobs``, ``processes``, ``client``,
+    ``progress``).
+    """
+    from qsim.analysis.plan import SLO, parse_slo
+    from qsim.analysis.plan import plan as run_plan
+
+    slos = [slo] if isinstance(slo, (str, SLO)) else list(slo)
+    return run_plan(load(scenario), [s if isinstance(s, SLO) else parse_slo(s) for s in slos], _values(vary),
+                    **options)
+
+
+async def plan_async(scenario: ScenarioLike, slo: str | SLO | Sequence[str | SLO],
+                     vary: Mapping[str, Sequence[Any] | str], **options: Any) -> PlanResult:
+    """:func:`plan` in a worker thread."""
+    s = load(scenario)
+    return await asyncio.to_thread(plan, s, slo, vary, **options)
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+async def run_async(scenario: ScenarioLike = None, redis_url: str | None = None, *, seed: int | None = None,
+                    max_jobs: int | None = None, drain_timeout: float | None = None,
+                    progress: Progress | None = None, keep: bool = False,
+                    logdir: str | Path | None = None) -> EngineResult:
+    """Run the scenario on the real engine (``qsim run``): an :class:`~qsim.harness.run.EngineResult`.
+
+    Args:
+        redis_url: the Redis to run on; None starts a throwaway ``redis-server`` on a free port
+            for the length of the call (nothing existing is touched).
+        seed, max_jobs, drain_timeout, progress, keep, logdir: as for
+            :func:`qsim.harness.run_scenario_async` (``keep`` needs a ``redis_url``: a
+            throwaway server's keys end with the call).
+    """
+    from qsim.harness.run import run_scenario_async
+
+    s = load(scenario)
+
+    def on(url: str) -> Coroutine[Any, Any, EngineResult]:
+        return run_scenario_async(s, url, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
+                                  progress=progress, keep=keep, logdir=logdir)
+
+    if redis_url is not None:
+        return await on(redis_url)
+    if keep:
+        raise ValueError("keep=True needs a redis_url: a throwaway server's keys end with the call "
+                         "(start one that lasts with qsim.RedisServer().start())")
+    from qsim.harness.server import RedisServer
+
+    server = await asyncio.to_thread(RedisServer().start)
+    try:
+        return await on(server.url)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def run(scenario: ScenarioLike = None, redis_url: str | None = None, *, seed: int | None = None,
+        max_jobs: int | None = None, drain_timeout: float | None = None, progress: Progress | None = None,
+        keep: bool = False, logdir: str | Path | None = None) -> EngineResult:
+    """:func:`run_async` from sync code (inside a running event loop it runs in a worker thread)."""
+    from qsim.harness.aio import run_sync
+
+    s = load(scenario)
+    return run_sync(lambda: run_async(s, redis_url, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
+                                      progress=progress, keep=keep, logdir=logdir))
+
+
+def _summary(run: Any) -> Mapping[str, Any] | None:
+    """The Summary of a model or engine result, or a Summary itself; None for anything else."""
+    if isinstance(run, Mapping) and "jobs" in run and "source" in run:
+        return run  # a Summary dict
+    summary = getattr(run, "summary", None)
+    return summary if isinstance(summary, Mapping) else None
+
+
+def compare(scenario: Any = None, redis_url: Any = None, **options: Any) -> Comparison:
+    """Model and engine side by side (``qsim compare``): a :class:`~qsim.analysis.compare.Comparison`.
+
+    ``compare(scenario, redis_url=None, ...)`` runs the scenario on both (``redis_url`` None: a
+    throwaway ``redis-server``; ``options``: ``seed``, ``max_jobs``, ``drain_timeout``,
+    ``progress``, ``keep``). ``compare(model, engine)`` compares two runs you have (results or
+    Summaries), running nothing. ``.checked(scenario=...)`` adds ``--check``'s verdicts.
+    """
+    pair = _pair(scenario, redis_url, options)
+    if pair is not None:
+        return pair
+    from qsim.analysis.compare import compare as run_both
+
+    return run_both(load(scenario), redis_url, **options)
+
+
+async def compare_async(scenario: Any = None, redis_url: Any = None, **options: Any) -> Comparison:
+    """:func:`compare`, awaitable (the engine run on this loop, the model in a thread)."""
+    pair = _pair(scenario, redis_url, options)
+    if pair is not None:
+        return pair
+    from qsim.analysis.compare import compare_async as run_both
+
+    return await run_both(load(scenario), redis_url, **options)
+
+
+def _pair(first: Any, second: Any, options: Mapping[str, Any]) -> Comparison | None:
+    """The comparison of two runs given as results or Summaries; None when ``first`` is a scenario."""
+    model = _summary(first)
+    if model is None:
+        return None
+    engine = _summary(second)
+    if engine is None or options:
+        raise TypeError("compare(model, engine) takes two results or Summaries and no options, "
+                        f"got {type(second).__name__} and {sorted(options)}")
+    from qsim.analysis.compare import compare_summaries
+
+    return compare_summaries(model, engine)
+
+
+# --------------------------------------------------------------------------- measured jobs
+
+
+def calibrate(data: pd.DataFrame | str | os.PathLike[str], queues: str | Sequence[str] | None = None, *,
+              source: str | None = None, **options: Any) -> Calibration:
+    """Measured jobs -> a Scenario that predicts them (``qsim calibrate``): a :class:`~qsim.calibrate.Calibration`.
+
+    ``data``: a DataFrame of jobs, a CSV file, or a Redis URL (then ``queues`` names the queues);
+    ``source``: ``"qsim"`` (the default for a URL), ``"bullmq"``, ``"csv"`` or ``"frame"``. See
+    :func:`qsim.calibrate.from_any` (``qsim.calibrate`` is that package, callable as this verb).
+    """
+    from qsim.calibrate import from_any
+
+    return from_any(data, queues, source=source, **options)
+
+
+async def calibrate_async(data: pd.DataFrame | str | os.PathLike[str], queues: str | Sequence[str] | None = None,
+                          *, source: str | None = None, **options: Any) -> Calibration:
+    """:func:`calibrate` in a worker thread."""
+    return await asyncio.to_thread(calibrate, data, queues, source=source, **options)
+
+
+def probe(redis_url: str | None = None, **options: Any) -> Overhead:
+    """The engine's per-job overhead on this Redis and machine (``qsim calibrate --probe``).
+
+    ``redis_url`` None: a throwaway ``redis-server`` for the call. ``options``: ``duration``,
+    ``rate``, ``concurrency``, ``progress`` (:func:`qsim.calibrate.probe`). Keys of its own,
+    deleted afterwards.
+    """
+    from qsim.calibrate import probe as run_probe
+
+    if redis_url is not None:
+        return run_probe(redis_url, **options)
+    from qsim.harness.server import RedisServer
+
+    with tempfile.TemporaryDirectory(prefix="qsim-probe-") as tmp, RedisServer(Path(tmp)) as server:
+        return run_probe(server.url, **options)
+
+
+async def probe_async(redis_url: str | None = None, **options: Any) -> Overhead:
+    """:func:`probe` in a worker thread."""
+    return await asyncio.to_thread(probe, redis_url, **options)
+
+
+def advise(url: str, queues: str | Sequence[str], slo: str | SLO | Sequence[str | SLO],
+           **options: Any) -> Advice:
+    """Workers a running queue needs now to meet its SLOs (``qsim advise``): an :class:`~qsim.advise.Advice`.
+
+    Reads ``url`` (a Redis URL) only. ``options``: those of :func:`qsim.advise.advise` (``window``,
+    ``source``, ``prefix``, ``concurrency``, ``max_workers``, ``replications``, ...);
+    ``qsim.advise`` is that package, callable as this verb.
+    """
+    from qsim.advise import advise as run_advise
+
+    return run_advise(url, queues, slo, **options)
+
+
+async def advise_async(url: str, queues: str | Sequence[str], slo: str | SLO | Sequence[str | SLO],
+                       **options: Any) -> Advice:
+    """:func:`advise` in a worker thread."""
+    return await asyncio.to_thread(advise, url, queues, slo, **options)

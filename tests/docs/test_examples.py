@@ -1,0 +1,246 @@
+"""Every example a reader may paste is checked: the fenced blocks of docs/, README.md and notebooks/README.md.
+
+Per page, two tests (see tests/docs/fences.py for the markers a block may carry):
+
+- ``test_page_parses``: every block is parsed — TOML/YAML/JSON loaded (a scenario validated), Python
+  compiled, each ``qsim`` command line parsed by qsim's own argparse parser and each ``locust`` line by
+  Locust's parser with qsim's options, ``pip install`` extras looked up in pyproject.toml, scripts found;
+- ``test_page_runs``: the blocks not marked ``skip`` run in order, in a fresh folder, against the test
+  session's throwaway redis-server (``redis://localhost:6379/0`` in an example means that server; so
+  does ``$REDIS_URL``): Python in one namespace per page (top-level ``await`` allowed), shell blocks with
+  bash, each to the exit code its marker says (0 by default); a block with ``title="NAME"`` is a file:
+  it is written to the folder as NAME before the first block runs (and not run itself). ``pip install`` lines are checked, not run (the test run has
+  its own install). Blocks marked ``long`` run only in ``test_page_runs_whole`` (marker ``long``), which
+  runs the whole page; a block that needs a long block's output is marked long too.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fences import LANGUAGES, Block, blocks, commands
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", ROOT / "notebooks" / "README.md"])
+LOCAL_URLS = ("redis://localhost:6379/0", "redis://127.0.0.1:6379/0")
+
+
+def _id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def _with_url(code: str, url: str) -> str:
+    for local in LOCAL_URLS:
+        code = code.replace(local, url)
+    return code
+
+
+# --------------------------------------------------------------------------- parsing and flag checks
+
+
+def _extras() -> set[str]:
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+def check_command(argv: list[str], where: str, folder: Path) -> str | None:
+    """What is wrong with one command line of an example (None: nothing we can tell); ``folder`` holds the
+    page's own files."""
+    from qsim.cli import build_parser
+
+    prog = argv[0]
+    if prog == "qsim":
+        try:
+            import contextlib
+            import io
+
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                build_parser().parse_args(argv[1:])
+        except SystemExit as e:
+            if e.code:
+                return f"{where}: `{' '.join(argv)}` does not parse: {err.getvalue().strip().splitlines()[-1]}"
+        return None
+    if prog == "pip" and argv[1:2] == ["install"]:
+        for spec in argv[2:]:
+            if m := re.search(r"\[([\w,-]+)\]", spec):
+                unknown = set(m.group(1).split(",")) - _extras()
+                if unknown:
+                    return f"{where}: `{' '.join(argv)}` names extras pyproject.toml lacks: {', '.join(sorted(unknown))}"
+        return None
+    if prog in ("python", "python3", "bash") and len(argv) > 1 and argv[1].endswith((".py", ".sh")):
+        if not (ROOT / argv[1]).is_file() and not (folder / argv[1]).is_file():
+            return f"{where}: `{' '.join(argv)}`: {argv[1]} is neither in the repository nor a file of the page"
+    return None
+
+
+def check_locust(lines: list[tuple[list[str], str]]) -> list[str]:
+    """Parse the locust command lines with Locust's parser and qsim's options, in a subprocess (importing
+    Locust monkey-patches the process for gevent)."""
+    if not lines:
+        return []
+    script = (
+        "import json, sys\n"
+        "import locust.argument_parser as ap\n"
+        "from qsim.loadtest.config import add_arguments\n"
+        "bad = []\n"
+        "for argv, where in json.loads(sys.stdin.read()):\n"
+        "    p = ap.get_parser(default_config_files=())\n"
+        "    add_arguments(p)\n"
+        "    try:\n"
+        "        p.parse_args(argv[1:])\n"
+        "    except SystemExit as e:\n"
+        "        if e.code: bad.append(f'{where}: `{\" \".join(argv)}` does not parse (locust)')\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], input=json.dumps(lines), capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _is_scenario(data: dict[str, Any]) -> bool:
+    return "jobs" in data and "pools" in data
+
+
+def parse_block(b: Block, folder: Path) -> list[str]:
+    """Problems of one block, found without running it."""
+    problems = []
+    if b.lang not in LANGUAGES:
+        return [f"{b.where}: a block of language {b.lang or '(none)'!r}: use one of {', '.join(LANGUAGES)}"]
+    if b.marker and not (b.skip or b.long or re.fullmatch(r"exit=\d+", b.marker)):
+        problems.append(f"{b.where}: unknown marker <!-- test: {b.marker} -->")
+    if b.marker.startswith("skip") and not b.skip.strip():
+        problems.append(f"{b.where}: a skip marker must say why")
+    try:
+        if b.lang == "toml":
+            data = tomllib.loads(b.code)
+            if _is_scenario(data):
+                from qsim import Scenario
+
+                Scenario.from_dict(data, source=folder / (b.title or "example.toml"))
+        elif b.lang == "yaml":
+            list(yaml.safe_load_all(b.code))
+        elif b.lang == "json":
+            json.loads(b.code)
+        elif b.lang == "python":
+            compile(b.code, b.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except Exception as e:  # noqa: BLE001 - any failure to parse is the finding
+        problems.append(f"{b.where}: {b.lang} block does not parse: {type(e).__name__}: {e}")
+    if b.lang in ("sh", "bash", "text"):
+        for argv in commands(b):
+            if (p := check_command(argv, b.where, folder)) is not None:
+                problems.append(p)
+    return problems
+
+
+#: What of the repository a run folder links to, so an example written for a clone (`python benchmarks/x.py`,
+#: `locust -f loadtests`) runs there while its outputs stay in the folder.
+CLONE = ("benchmarks", "deploy", "loadtests", "notebooks", "qsim", "tests", "pyproject.toml")
+
+
+def _clone(folder: Path) -> None:
+    for name in CLONE:
+        if not (folder / name).exists():
+            (folder / name).symlink_to(ROOT / name)
+
+
+def _write_titled(page_blocks: list[Block], folder: Path) -> None:
+    for b in page_blocks:
+        if b.title:
+            target = folder / b.title
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(b.code, encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_page_parses(page: Path, tmp_path: Path) -> None:
+    # Given every block of the page (its files written, so scenarios find their CSVs)
+    page_blocks = blocks(page)
+    _write_titled(page_blocks, tmp_path)
+    # When each is parsed and its command lines checked
+    problems = [p for b in page_blocks for p in parse_block(b, tmp_path)]
+    locust = [(argv, b.where) for b in page_blocks if b.lang in ("sh", "bash", "text")
+              for argv in commands(b) if argv[0] == "locust"]
+    problems += check_locust(locust)
+    # Then nothing is wrong
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _run_shell(b: Block, folder: Path, url: str) -> None:
+    code = _with_url(b.code, url)
+    code = re.sub(r"(?m)(^|&&\s*|;\s*)pip install [^&;\n]*", r"\1:", code)  # checked by the parse test
+    env = {**os.environ, "REDIS_URL": url, "PYTHONUNBUFFERED": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code],
+                         cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != b.exit_code:
+        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-25:])
+        pytest.fail(f"{b.where}: exit code {out.returncode}, expected {b.exit_code}:\n{b.code}\n--- output:\n{tail}",
+                    pytrace=False)
+
+
+def _run_python(b: Block, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop, url: str) -> None:
+    code = compile(_with_url(b.code, url), b.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    try:
+        result = eval(code, namespace)  # noqa: S307 - the docs' own example
+        if asyncio.iscoroutine(result):
+            loop.run_until_complete(result)
+    except Exception as e:
+        raise AssertionError(f"{b.where}: the Python example raised {type(e).__name__}: {e}") from e
+
+
+def _run_page(page: Path, folder: Path, url: str, monkeypatch: pytest.MonkeyPatch, *, long: bool) -> None:
+    page_blocks = blocks(page)
+    run = [b for b in page_blocks if b.skip is None and b.lang in ("python", "sh", "bash") and not b.title
+           and (long or not b.long)]
+    if not run:
+        return  # nothing to run: the parse test covers the page
+    # Given a fresh folder with the page's files, and the session's Redis as $REDIS_URL
+    _clone(folder)
+    _write_titled(page_blocks, folder)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("REDIS_URL", url)
+    monkeypatch.syspath_prepend(str(folder))
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
+    loop = asyncio.new_event_loop()
+    try:
+        # When each block runs in order
+        for b in run:
+            if b.lang == "python":
+                _run_python(b, namespace, loop, url)
+            else:
+                _run_shell(b, folder, url)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    # Then each exited as its marker says (0 unless told) and no Python block raised
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_page_runs(page: Path, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocks not marked long (a block that needs a long block's output is marked long too)."""
+    _run_page(page, tmp_path, redis_url, monkeypatch, long=False)
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.long for b in blocks(p))], ids=_id)
+def test_page_runs_whole(page: Path, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every block of a page that has long ones, in order."""
+    _run_page(page, tmp_path, redis_url, monkeypatch, long=True)
