@@ -182,7 +182,7 @@ class EngineSettings:
     pickup_latency: float = 0.0
     #: Model only: ``((utilization, fetch_overhead, ack_overhead), ...)``, utilizations increasing: the
     #: overheads as a function of load (qsim calibrate --probe --concurrency N); the model uses them
-    #: interpolated at the utilization it simulates (qsim.load). Given, the two scalars stay 0.
+    #: interpolated at the utilization it simulates (qsim.load_overhead). Given, the two scalars stay 0.
     overhead_by_load: tuple[tuple[float, float, float], ...] | None = None
 
 

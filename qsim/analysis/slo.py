@@ -158,7 +158,7 @@ def _metric(left: str, op: str, text: str, option: str) -> tuple[str, str | None
                                   f"type, got {left!r}")
     name, job_type = m["metric"].lower(), m["type"]
     if name in WINDOW_ONLY:
-        raise _fail(option, text, f"{name} is a per-window figure; say '{text.strip()} in every window' or "
+        raise _fail(option, text, f"{name} is a per-window figure: say '{text.strip()} in every window' or "
                                   f"'{text.strip()} in 95% of windows'")
     if name not in METRICS:
         raise _fail(option, text, f"unknown metric {m['metric']!r}; use one of {', '.join(METRICS)}, e.g. {EXAMPLE}")

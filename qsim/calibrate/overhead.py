@@ -98,7 +98,7 @@ class Overhead:
         """:attr:`in_slot` at a utilization: ``by_load`` interpolated (the nearest row outside it)."""
         if not (self.by_load and self.in_run):
             return self.in_slot
-        from qsim.load import overhead_at
+        from qsim.load_overhead import overhead_at
 
         fetch, ack = overhead_at(self.engine(), utilization)
         return fetch + ack

@@ -39,7 +39,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print()
             print(format_windows(result.summary))
         if scenario.engine.overhead_by_load:  # which row of the table the model applied
-            from qsim.load import engine_overhead
+            from qsim.load_overhead import engine_overhead
 
             o = engine_overhead(scenario)
             print(f"\nengine overhead: fetch {o.fetch * 1e3:.3g} ms + ack {o.ack * 1e3:.3g} ms per attempt, "

@@ -38,7 +38,7 @@ what the core calls of each: :mod:`~qsim.model.hooks`):
   handler returned (or failed, or timed out): the slot is held meanwhile, and
   the attempt's end (and the job's ``finished``) is that later time. With
   ``overhead_by_load`` both are read from the table at the scenario's offered
-  utilization (:func:`qsim.load.engine_overhead`; :attr:`Model.overhead` says which);
+  utilization (:func:`qsim.load_overhead.engine_overhead`; :attr:`Model.overhead` says which);
 - ``pickup_latency``: every drawn arrival becomes takeable that long after its
   enqueue, holding no slot: the core is fed the arrivals that much later and
   the job table gets the drawn enqueue times back before the records are read
@@ -63,7 +63,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from qsim.load import AppliedOverhead, engine_overhead
+from qsim.load_overhead import AppliedOverhead, engine_overhead
 from qsim.model.attempts import AttemptLog
 from qsim.model.core import ModelCore, Progress
 from qsim.model.draws import DrawIndex

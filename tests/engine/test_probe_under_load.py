@@ -28,7 +28,7 @@ from qsim.calibrate.pools import runs_of
 from qsim.calibrate.probe import probe
 from qsim.harness.plan import plan_jobs
 from qsim.harness.run import run_scenario
-from qsim.load import overhead_at
+from qsim.load_overhead import overhead_at
 
 pytestmark = [pytest.mark.redis, pytest.mark.long]
 

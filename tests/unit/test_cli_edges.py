@@ -161,7 +161,7 @@ def test_exit_codes_are_decided_in_one_place() -> None:
 
 @pytest.mark.parametrize("slo, said", [
     ("p95_wait<=", "no number after '<='; write it like p95_wait<=2 (seconds)"),
-    ("p95_wait=2", "'=' is not a comparison qsim knows; use <= (at most) or >= (at least), e.g. p95_wait<=2"),
+    ("p95_wait=2", "'=' is not a comparison qsim knows; use <= (at most), >= (at least) or == (exactly), e.g. p95_wait<=2"),
     ("p95_wait=<2", "'=<' is not a comparison qsim knows; use <="),
     ("p95_wait 2", "no comparison; write METRIC OP NUMBER"),
     ("<=2", "no metric before '<='"),

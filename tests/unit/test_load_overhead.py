@@ -1,4 +1,4 @@
-"""[engine] overhead_by_load: parsed and checked, and applied by the model at the load it simulates (qsim.load)."""
+"""[engine] overhead_by_load: parsed and checked, and applied by the model at the load it simulates (qsim.load_overhead)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from qsim import Scenario
 from qsim.calibrate import from_csv
 from qsim.calibrate.overhead import Overhead
 from qsim.errors import ScenarioError
-from qsim.load import engine_overhead, offered_utilization, overhead_at
+from qsim.load_overhead import engine_overhead, offered_utilization, overhead_at
 from qsim.model import Model, simulate
 from qsim.scenario_toml import write_toml
 from qsim.workload import draw_workload
