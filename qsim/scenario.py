@@ -181,6 +181,13 @@ class EngineSettings:
     #: A job fetched ahead waits in its worker at most its hold bound (10 ms with "auto"), then goes back:
     #: the model does not simulate that wait (it dispatches each job to a free slot at once).
     prefetch: int | str = "auto"
+    #: Model only: seconds from a job's enqueue until a worker can take it, holding no slot (part of every
+    #: wait): a pickup measured where it is not known to hold a slot (qsim.calibrate.overhead).
+    pickup_latency: float = 0.0
+    #: Model only: ``((utilization, fetch_overhead, ack_overhead), ...)``, utilizations increasing: the
+    #: overheads as a function of load (qsim calibrate --probe --concurrency N); the model uses them
+    #: interpolated at the utilization it simulates (qsim.load_overhead). Given, the two scalars stay 0.
+    overhead_by_load: tuple[tuple[float, float, float], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -417,7 +424,7 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
 _ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay",
-                "prefetch")
+                "prefetch", "pickup_latency", "overhead_by_load")
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
 _PROFILE_KEYS = ("points", "shape", "period", "scale")
@@ -685,14 +692,21 @@ def _parse_event(t: _Table) -> EventSpec:
 
 
 def _parse_engine(t: _Table) -> EngineSettings:
+    table = _parse_overhead_table(t) if t.has("overhead_by_load") else None
+    fetch, ack = t.number("fetch_overhead", 0.0, low=0), t.number("ack_overhead", 0.0, low=0)
+    if table is not None and (fetch or ack):
+        key = t.key("fetch_overhead" if fetch else "ack_overhead")
+        raise t.where.error(key, f"give it or {t.key('overhead_by_load')} (the overheads by load), not both")
     return EngineSettings(
         lock_duration=t.number("lock_duration", 30.0, low=0, strict_low=True),
         stalled_interval=t.number("stalled_interval", 30.0, low=0, strict_low=True),
         max_stalled=t.integer("max_stalled", 1, low=0),
-        fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
-        ack_overhead=t.number("ack_overhead", 0.0, low=0),
+        fetch_overhead=fetch,
+        ack_overhead=ack,
         start_delay=t.number("start_delay", 0.0, low=0),
         prefetch=_prefetch(t),
+        pickup_latency=t.number("pickup_latency", 0.0, low=0),
+        overhead_by_load=table,
     )
 
 
@@ -706,6 +720,30 @@ def _prefetch(t: _Table) -> int | str:
     if isinstance(value, str):
         raise t.where.error(t.key("prefetch"), f'must be "auto" or an integer >= 0, got {_show(value)}')
     return t.integer("prefetch", low=0)
+
+
+def _parse_overhead_table(t: _Table) -> tuple[tuple[float, float, float], ...]:
+    """``overhead_by_load = [[utilization, fetch_overhead, ack_overhead], ...]``, utilizations increasing in [0, 1]."""
+    raw, key = t.raw["overhead_by_load"], t.key("overhead_by_load")
+    shape = "an array of [utilization, fetch_overhead, ack_overhead] rows, e.g. [[0.1, 0.0008, 0.0013], [0.7, 0.0025, 0.0037]]"
+    if not isinstance(raw, list) or not raw:
+        raise t.where.error(key, f"must be {shape}, got {_show(raw)}")
+    rows: list[tuple[float, float, float]] = []
+    for i, row in enumerate(raw):
+        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                                and math.isfinite(v) for v in row)):
+            raise t.where.error(f"{key}[{i}]", f"must be [utilization, fetch_overhead, ack_overhead] (three finite "
+                                              f"numbers), got {_show(row)}")
+        u, f, a = (float(v) for v in row)
+        if not 0 <= u <= 1:
+            raise t.where.error(f"{key}[{i}]", f"utilization must be between 0 and 1, got {_num(u)}")
+        if f < 0 or a < 0:
+            raise t.where.error(f"{key}[{i}]", f"overheads must be >= 0, got {_show(row)}")
+        if rows and u <= rows[-1][0]:
+            raise t.where.error(f"{key}[{i}]", f"utilizations must increase from row to row, got {_num(u)} after "
+                                              f"{_num(rows[-1][0])}")
+        rows.append((u, f, a))
+    return tuple(rows)
 
 
 # --------------------------------------------------------------------------- cross-checks

@@ -1,9 +1,10 @@
 """The engine's subcommands of ``qsim``: ``worker``, ``stats`` and ``dlq``.
 
 :mod:`qsim.cli` calls :func:`register` with its subparsers; each subcommand sets
-``func(args) -> int`` (the exit code: 0 success, 1 failure such as an
-unreachable Redis, 2 bad input; ``worker`` also returns 3 when jobs were cut
-off at shutdown and handed back to the queue).
+``func(args) -> int`` (the exit code, :func:`qsim.cli.common.exit_code`: 0
+success, 2 bad input (arguments, a Redis URL that is malformed or cannot be
+reached), 1 other failures; ``worker`` also returns 3 when jobs were cut off at
+shutdown and handed back to the queue).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, nonneg_float,
-                              nonneg_int, pos_float, pos_int, resolve_redis_url)
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, exit_code, nonneg_float,
+                              nonneg_int, pos_float, pos_int, redis_url, resolve_redis_url)
 from qsim.engine import EXIT_CUT_OFF, Queue, Worker
-from qsim.engine.connection import display_url
+from qsim.safety import unreachable
 from qsim.engine.eventloop import NO_UVLOOP_ENV, run_process
 from qsim.engine.keys import DEFAULT_PREFIX
 from qsim.engine.payload import DEFAULT_REDACT
@@ -56,7 +57,8 @@ def _common(p: argparse.ArgumentParser, queue_required: bool = True, many: bool 
                        help="queue name (repeat to serve several queues; see --policy)")
     else:
         p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
-    p.add_argument("--redis", metavar="URL", help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
+    p.add_argument("--redis", type=redis_url, metavar="URL",
+                   help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})")
 
 
@@ -76,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "worker", help="run a job handler on a queue",
         description="Run the async function MODULE:FUNCTION on the jobs of a queue until SIGTERM/SIGINT. "
                     "Exit code 0 when drained, 3 when jobs were cut off at the end of the grace period "
-                    "(and handed back to the queue), 1 when Redis is unreachable, 2 on bad arguments.")
+                    "(and handed back to the queue), 2 on bad arguments or a Redis that cannot be reached, 1 on other failures.")
     p.add_argument("handler", metavar="MODULE:FUNCTION", help="async def FUNCTION(job) -> JSON result")
     _common(p, many=True)
     p.add_argument("--policy", default="priority", choices=("priority", "ordered", "wrr"),
@@ -154,6 +156,18 @@ def _ids_anywhere(p: argparse.ArgumentParser) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """``qsim worker``."""
+    if args.advise_slo and args.metrics_port is None:
+        err("worker", "--advise-slo needs --metrics-port P (the advice is exported as metrics)")
+        return EXIT_BAD_INPUT
+    if args.advise_slo:  # checked before the handler is imported: the message names qsim worker's own options
+        from qsim.advise.core import parse_slos, parse_window
+
+        try:
+            parse_slos(args.advise_slo, option="--advise-slo")
+            parse_window(args.advise_window, option="--advise-window")
+        except ValueError as e:
+            err("worker", str(e))
+            return EXIT_BAD_INPUT
     try:
         handler = load_handler(args.handler)
         weights = {}
@@ -170,16 +184,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as e:
         err("worker", str(e))
         return EXIT_BAD_INPUT
-    if args.advise_slo and args.metrics_port is None:
-        err("worker", "--advise-slo needs --metrics-port P (the advice is exported as metrics)")
-        return EXIT_BAD_INPUT
-    advisor = None
-    if args.advise_slo:
-        try:
-            advisor = _advisor(args)
-        except ValueError as e:  # ScenarioError: a bad SLO or window
-            err("worker", str(e))
-            return EXIT_BAD_INPUT
+    advisor = _advisor(args) if args.advise_slo else None
     metrics = None
     if args.metrics_port is not None:
         from qsim.engine.metrics import WorkerMetrics
@@ -196,9 +201,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             advisor.start()
     try:
         code = run_process(worker.run(), use_uvloop=not args.no_uvloop)
-    except RedisUnavailable as e:
-        err("worker", str(e))
-        return EXIT_FAILURE
+    except RedisUnavailable as e:  # cannot be reached at start: bad input (exit 2, qsim.cli.common.exit_code)
+        err("worker", _said(e, args))
+        return exit_code(e)
     finally:
         if advisor is not None:
             advisor.close()
@@ -209,12 +214,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return code
 
 
+def _said(error: EngineError, args: argparse.Namespace) -> str:
+    """The message of an engine error; for an unreachable Redis one sentence naming the URL and the reason."""
+    if isinstance(error, RedisUnavailable) and error.__cause__ is not None:
+        return unreachable(resolve_redis_url(args.redis), error.__cause__)
+    return str(error)
+
+
 def _advisor(args: argparse.Namespace) -> Any:
     """The background advisor of ``--advise-slo`` (qsim.advise: layer 3, imported only when asked for)."""
     from qsim.advise import Advisor
+    from qsim.advise.core import parse_slos
 
-    return Advisor(resolve_redis_url(args.redis), args.queue, args.advise_slo, every=args.advise_every,
-                   window=args.advise_window, prefix=args.prefix, group=args.group, concurrency=args.concurrency)
+    return Advisor(resolve_redis_url(args.redis), args.queue, parse_slos(args.advise_slo, option="--advise-slo"),
+                   every=args.advise_every, window=args.advise_window, prefix=args.prefix, group=args.group,
+                   concurrency=args.concurrency)
 
 
 def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
@@ -253,15 +267,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         try:
             names = [(args.queue, args.group)] if args.queue else _queue_names(q, args.prefix)
         except Exception as e:  # noqa: BLE001 - redis-py errors, wrapped below
-            raise RedisUnavailable(f"Redis unavailable at {display_url(resolve_redis_url(args.redis))}: {e}") from e
+            raise RedisUnavailable(unreachable(resolve_redis_url(args.redis), e)) from e
         out = {}
         for name, group in names:
             qq = Queue(name, redis=q.client, prefix=args.prefix, group=group)
             label = name if group is None else f"{group}/{name}"
             out[label] = {**qq.counts(), "paused": qq.is_paused(), **({"group": group} if group else {})}
-    except EngineError as e:
-        err("stats", str(e))
-        return EXIT_FAILURE
+    except EngineError as e:  # Redis unreachable: 2 (qsim.cli.common.exit_code)
+        err("stats", _said(e, args))
+        return exit_code(e)
     finally:
         q.close()
     if args.json:
@@ -318,9 +332,9 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     except JobNotFound as e:
         err("dlq", str(e))
         return EXIT_FAILURE
-    except EngineError as e:
-        err("dlq", str(e))
-        return EXIT_FAILURE
+    except EngineError as e:  # Redis unreachable: 2 (qsim.cli.common.exit_code)
+        err("dlq", _said(e, args))
+        return exit_code(e)
     finally:
         q.close()
     return EXIT_OK
