@@ -33,6 +33,7 @@ from typing import Any, TypeVar, cast
 
 from qsim import dists
 from qsim.backoff import BACKOFF_KINDS, backoff_ms
+from qsim.engine.settings import SharedSettings, setting_fields
 from qsim.errors import ScenarioError
 from qsim.templates import template_errors
 from qsim.windows import DEFAULT_WINDOW
@@ -168,19 +169,22 @@ class EventSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EngineSettings:
-    """Engine timings the model mirrors."""
+class EngineSettings(SharedSettings):
+    """The ``[engine]`` table: the worker settings every pool worker gets, and timings only the model uses.
 
-    lock_duration: float = 30.0
-    stalled_interval: float = 30.0
-    max_stalled: int = 1
+    The worker settings are the fields of :class:`qsim.engine.settings.SharedSettings`, which this
+    class extends (``lock_duration``, ``stalled_interval``, ``max_stalled``, ``prefetch``,
+    ``batch_size``, ...): each is an ``[engine]`` key with the engine's bounds, and ``qsim run`` and
+    Locust's ``--start-workers`` hand it to every pool worker (:mod:`qsim.harness.processes`).
+    The model mirrors ``lock_duration``, ``stalled_interval`` and ``max_stalled``; the others are
+    the engine's alone (a job fetched ahead with ``prefetch`` waits in its worker at most its hold
+    bound, 10 ms with "auto", then goes back: the model does not simulate that wait, it dispatches
+    each job to a free slot at once; docs/explanation/fetch-ahead.md).
+    """
+
     fetch_overhead: float = 0.0
     ack_overhead: float = 0.0
     start_delay: float = 0.0  # model only: from a `start` event until its processes take work (their start-up)
-    #: engine only: the workers' fetching ahead, "auto" or a number of jobs (docs/explanation/fetch-ahead.md).
-    #: A job fetched ahead waits in its worker at most its hold bound (10 ms with "auto"), then goes back:
-    #: the model does not simulate that wait (it dispatches each job to a free slot at once).
-    prefetch: int | str = "auto"
     #: Model only: seconds from a job's enqueue until a worker can take it, holding no slot (part of every
     #: wait): a pickup measured where it is not known to hold a slot (qsim.calibrate.overhead).
     pickup_latency: float = 0.0
@@ -423,8 +427,7 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
              "backoff", "timeout", "fan_out", "flow", "data", "payload")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
-_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay",
-                "prefetch", "pickup_latency", "overhead_by_load")
+_ENGINE_KEYS = tuple(f.name for f in fields(EngineSettings))  # the worker settings (SharedSettings), then the model's
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS}
 _PROFILE_KEYS = ("points", "shape", "period", "scale")
@@ -698,28 +701,44 @@ def _parse_engine(t: _Table) -> EngineSettings:
         key = t.key("fetch_overhead" if fetch else "ack_overhead")
         raise t.where.error(key, f"give it or {t.key('overhead_by_load')} (the overheads by load), not both")
     return EngineSettings(
-        lock_duration=t.number("lock_duration", 30.0, low=0, strict_low=True),
-        stalled_interval=t.number("stalled_interval", 30.0, low=0, strict_low=True),
-        max_stalled=t.integer("max_stalled", 1, low=0),
+        **_parse_worker_settings(t),
         fetch_overhead=fetch,
         ack_overhead=ack,
         start_delay=t.number("start_delay", 0.0, low=0),
-        prefetch=_prefetch(t),
         pickup_latency=t.number("pickup_latency", 0.0, low=0),
         overhead_by_load=table,
     )
 
 
-def _prefetch(t: _Table) -> int | str:
-    """``engine.prefetch``: "auto" or an integer >= 0 (the engine's ``Worker(prefetch=...)``)."""
-    if not t.has("prefetch"):
-        return "auto"
-    value = t.raw["prefetch"]
-    if value == "auto":
-        return "auto"
-    if isinstance(value, str):
-        raise t.where.error(t.key("prefetch"), f'must be "auto" or an integer >= 0, got {_show(value)}')
-    return t.integer("prefetch", low=0)
+def _parse_worker_settings(t: _Table) -> dict[str, Any]:
+    """The ``[engine]`` keys that are worker settings (:class:`qsim.engine.settings.SharedSettings`), each
+    checked by the bounds the engine declares for it; the ones not given keep their defaults."""
+    out: dict[str, Any] = {}
+    for f in setting_fields(SharedSettings):
+        if not t.has(f.name):
+            continue
+        s, value = f.setting, t.raw[f.name]
+        if f.kind in ("int", "auto"):
+            low = None if s.low is None else math.floor(s.low) + 1 if s.above else math.ceil(s.low)
+            if f.kind == "auto" and value == "auto":
+                out[f.name] = "auto"
+                continue
+            if f.kind == "auto" and isinstance(value, str):
+                raise t.where.error(t.key(f.name), f'must be "auto" or an integer >= {low}, got {_show(value)}')
+            out[f.name] = t.integer(f.name, low=low)
+        elif f.kind == "float":
+            out[f.name] = t.number(f.name, low=s.low, strict_low=s.above)
+        elif f.kind == "str":
+            out[f.name] = t.string(f.name, choices=s.choices or None)
+        elif f.kind == "bool":
+            if not isinstance(value, bool):
+                raise t.where.error(t.key(f.name), f"must be true or false, got {_show(value)}")
+            out[f.name] = value
+        elif f.kind == "names":
+            out[f.name] = t.strings(f.name)
+        else:
+            raise TypeError(f"engine.{f.name}: a {f.kind} setting has no TOML form yet (qsim/scenario.py)")
+    return out
 
 
 def _parse_overhead_table(t: _Table) -> tuple[tuple[float, float, float], ...]:

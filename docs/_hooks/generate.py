@@ -7,6 +7,7 @@ A page asks for a part with a line ``<!-- generate: NAME -->``; the hook puts th
 ``lua``        every Lua script's header: KEYS, ARGV, replies (qsim/engine/lua)
 ``keys``       the Redis key layout (qsim.engine.keys) and the job hash (qsim.engine.jobinfo)
 ``scenarios``  the built-in scenarios, one line each (qsim.scenarios)
+``worker-settings``  every WorkerSettings field: keyword, default, flag, scenario source (qsim.engine.settings)
 =============  ==============================================================
 
 The same functions are importable (``render(name)``) for tests.
@@ -177,8 +178,17 @@ def render_scenarios() -> str:
     return "\n".join(rows) + "\n"
 
 
+def render_worker_settings() -> str:
+    """Every field of the engine's WorkerSettings: the one table of ``Worker(...)``'s keywords, ``qsim worker``'s
+    flags and where a scenario run takes each value (``qsim.engine.settings.reference_table``)."""
+    from qsim.engine.settings import reference_table
+
+    return reference_table()
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "cli": render_cli, "lua": render_lua, "keys": render_keys, "scenarios": render_scenarios,
+    "worker-settings": render_worker_settings,
 }
 
 

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, exit_code, nonneg_float,
-                              nonneg_int, pos_float, pos_int, redis_url, resolve_redis_url)
-from qsim.engine import EXIT_CUT_OFF, Queue, Worker
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, exit_code,
+                              pos_float, pos_int, redis_url, resolve_redis_url)
+from qsim.engine import EXIT_CUT_OFF, Queue, Worker, WorkerSettings
 from qsim.safety import unreachable
 from qsim.engine.eventloop import NO_UVLOOP_ENV, run_process
 from qsim.engine.keys import DEFAULT_PREFIX
@@ -51,12 +51,8 @@ def load_handler(spec: str) -> Callable[..., Any]:
     return handler  # type: ignore[no-any-return]
 
 
-def _common(p: argparse.ArgumentParser, queue_required: bool = True, many: bool = False) -> None:
-    if many:
-        p.add_argument("--queue", required=queue_required, metavar="NAME", action="append",
-                       help="queue name (repeat to serve several queues; see --policy)")
-    else:
-        p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
+def _common(p: argparse.ArgumentParser, queue_required: bool = True) -> None:
+    p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
     p.add_argument("--redis", type=redis_url, metavar="URL",
                    help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})")
@@ -80,21 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "Exit code 0 when drained, 3 when jobs were cut off at the end of the grace period "
                     "(and handed back to the queue), 2 on bad arguments or a Redis that cannot be reached, 1 on other failures.")
     p.add_argument("handler", metavar="MODULE:FUNCTION", help="async def FUNCTION(job) -> JSON result")
-    _common(p, many=True)
-    p.add_argument("--policy", default="priority", choices=("priority", "ordered", "wrr"),
-                   help="how to choose among several queues (default priority)")
-    p.add_argument("--weight", action="append", default=[], metavar="QUEUE=W",
-                   help="wrr weight of a queue, a whole number >= 1 (repeatable; default 1)")
-    p.add_argument("--group", metavar="TAG", help="hash tag the queues share (needed on Redis Cluster)")
-    p.add_argument("--concurrency", type=pos_int, default=10, help="jobs run at once (default 10)")
-    p.add_argument("--lock-duration", type=pos_float, default=30.0, help="job lock in seconds (default 30)")
-    p.add_argument("--stalled-interval", type=pos_float, default=30.0, help="stalled check period (default 30)")
-    p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
-    p.add_argument("--shutdown-grace", type=nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
-    p.add_argument("--prefetch", type=_prefetch, default="auto", metavar="auto|N",
-                   help="jobs fetched ahead of free slots: auto (default: a few, only for short jobs on queues "
-                        "without concurrency or rate limits) or a fixed number (0: never)")
-    _redact_option(p)
+    WorkerSettings.add_arguments(p, overrides={"redis": {"type": redis_url, "help": "Redis URL (default: "
+                                                         f"$REDIS_URL, then {DEFAULT_REDIS_URL})"}})
     p.add_argument("--no-uvloop", action="store_true",
                    help=f"run on asyncio's own event loop even when uvloop is installed (the fast extra); "
                         f"also {NO_UVLOOP_ENV}=1")
@@ -131,11 +114,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _ids_anywhere(p)
 
 
-def _prefetch(text: str) -> int | str:
-    """argparse type of ``--prefetch``: ``auto`` or an integer >= 0."""
-    return "auto" if text == "auto" else nonneg_int(text)
-
-
 def _ids_anywhere(p: argparse.ArgumentParser) -> None:
     """Let ``dlq show --queue q ID`` take the ids after the options too: argparse fills the ``ids``
     positional (nargs="*") with nothing when an option follows the action, then calls a later id
@@ -170,21 +148,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     try:
         handler = load_handler(args.handler)
-        weights = {}
-        for item in args.weight:
-            name, sep, w = item.partition("=")
-            if not sep or not w.strip().isdigit():
-                raise ValueError(f"--weight must be QUEUE=W with a whole number W, got {item!r}")
-            weights[name] = int(w)
-        worker = Worker(args.queue, handler, policy=args.policy, weights=weights, group=args.group,
-                        redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
-                        lock_duration=args.lock_duration, stalled_interval=args.stalled_interval,
-                        max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix,
-                        redact=_redacted_fields(args), prefetch=args.prefetch)
+        settings = WorkerSettings.from_args(args, redis=resolve_redis_url(args.redis))
+        worker = Worker(settings, handler)
     except ValueError as e:
         err("worker", str(e))
         return EXIT_BAD_INPUT
-    advisor = _advisor(args) if args.advise_slo else None
+    advisor = _advisor(args, settings) if args.advise_slo else None
     metrics = None
     if args.metrics_port is not None:
         from qsim.engine.metrics import WorkerMetrics
@@ -221,14 +190,14 @@ def _said(error: EngineError, args: argparse.Namespace) -> str:
     return str(error)
 
 
-def _advisor(args: argparse.Namespace) -> Any:
+def _advisor(args: argparse.Namespace, settings: WorkerSettings) -> Any:
     """The background advisor of ``--advise-slo`` (qsim.advise: layer 3, imported only when asked for)."""
     from qsim.advise import Advisor
     from qsim.advise.core import parse_slos
 
-    return Advisor(resolve_redis_url(args.redis), args.queue, parse_slos(args.advise_slo, option="--advise-slo"),
-                   every=args.advise_every, window=args.advise_window, prefix=args.prefix, group=args.group,
-                   concurrency=args.concurrency)
+    return Advisor(settings.redis, list(settings.names), parse_slos(args.advise_slo, option="--advise-slo"),
+                   every=args.advise_every, window=args.advise_window, prefix=settings.prefix, group=settings.group,
+                   concurrency=settings.concurrency)
 
 
 def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
