@@ -33,7 +33,7 @@ from typing import Any, TypeVar, cast
 
 from qsim import dists
 from qsim.backoff import BACKOFF_KINDS, backoff_ms
-from qsim.engine.settings import SharedSettings, setting_fields
+from qsim.shared_settings import SharedSettings, fields_of
 from qsim.errors import ScenarioError
 from qsim.templates import template_errors
 from qsim.windows import DEFAULT_WINDOW
@@ -172,10 +172,11 @@ class EventSpec:
 class EngineSettings(SharedSettings):
     """The ``[engine]`` table: the worker settings every pool worker gets, and timings only the model uses.
 
-    The worker settings are the fields of :class:`qsim.engine.settings.SharedSettings`, which this
-    class extends (``lock_duration``, ``stalled_interval``, ``max_stalled``, ``prefetch``,
-    ``batch_size``, ...): each is an ``[engine]`` key with the engine's bounds, and ``qsim run`` and
-    Locust's ``--start-workers`` hand it to every pool worker (:mod:`qsim.harness.processes`).
+    The worker settings are the fields of :class:`qsim.shared_settings.SharedSettings`, which this
+    class extends, as the engine's ``WorkerSettings`` does (``lock_duration``, ``stalled_interval``,
+    ``max_stalled``, ``prefetch``, ``batch_size``, ...): each is an ``[engine]`` key with the engine's
+    bounds, and ``qsim run`` and Locust's ``--start-workers`` hand it to every pool worker
+    (:mod:`qsim.harness.processes`).
     The model mirrors ``lock_duration``, ``stalled_interval`` and ``max_stalled``; the others are
     the engine's alone (a job fetched ahead with ``prefetch`` waits in its worker at most its hold
     bound, 10 ms with "auto", then goes back: the model does not simulate that wait, it dispatches
@@ -711,10 +712,10 @@ def _parse_engine(t: _Table) -> EngineSettings:
 
 
 def _parse_worker_settings(t: _Table) -> dict[str, Any]:
-    """The ``[engine]`` keys that are worker settings (:class:`qsim.engine.settings.SharedSettings`), each
+    """The ``[engine]`` keys that are worker settings (:class:`qsim.shared_settings.SharedSettings`), each
     checked by the bounds the engine declares for it; the ones not given keep their defaults."""
     out: dict[str, Any] = {}
-    for f in setting_fields(SharedSettings):
+    for f in fields_of(SharedSettings):
         if not t.has(f.name):
             continue
         s, value = f.setting, t.raw[f.name]

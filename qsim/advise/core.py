@@ -167,9 +167,10 @@ def planned_scenario(cal: Calibration, pool: PoolFit, concurrency: int, jobs_per
 
 
 def _point(result: PlanResult, path: str, workers: int) -> dict[str, Any] | None:
-    for p in result["points"]:
+    points: list[dict[str, Any]] = result["points"]
+    for p in points:
         if p["params"].get(path) == workers:
-            return p  # type: ignore[no-any-return]
+            return p
     return None
 
 

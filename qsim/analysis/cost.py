@@ -90,8 +90,8 @@ class Cost:
                                 f"number to a fractional power) at {dict(params)}") from None
 
     def _eval(self, node: ast.expr, params: Mapping[str, Any]) -> float:
-        if isinstance(node, ast.Constant):
-            return float(node.value)  # type: ignore[arg-type]  # parse_cost admits int and float only
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):  # parse_cost admits no other
+            return float(node.value)
         if isinstance(node, ast.BinOp):
             return _BINARY[type(node.op)](self._eval(node.left, params), self._eval(node.right, params))
         if isinstance(node, ast.UnaryOp):
@@ -118,7 +118,7 @@ def _check(node: ast.AST, text: str) -> list[str]:
         if type(node.op) not in _UNARY:
             raise ScenarioError(f"--minimize {_shown(text)}: operator {type(node.op).__name__} is not allowed")
         return _check(node.operand, text)
-    name = _dotted(node)  # type: ignore[arg-type]
+    name = _dotted(node) if isinstance(node, ast.expr) else None
     if name is None:
         raise ScenarioError(f"--minimize {_shown(text)}: {type(node).__name__} is not allowed "
                             "(only numbers, parameter names and + - * / **)")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qsim import dists
 from qsim.calibrate.arrivals import ArrivalFit
 from qsim.calibrate.measured import Measured
 from qsim.calibrate.overhead import Overhead
@@ -201,11 +202,11 @@ class Calibration:
         try:
             for j in scenario.jobs:
                 f = self.types[j.name]
-                if j.service.kind == "empirical":
-                    written.append(Path(j.service.path))  # type: ignore[attr-defined]
+                if isinstance(j.service, dists.Empirical):
+                    written.append(Path(j.service.path))
                     pd.DataFrame({"seconds": f.service.sample}).to_csv(written[-1], index=False)
-                if j.arrival is not None and j.arrival.kind == "trace":
-                    written.append(Path(j.arrival.path))  # type: ignore[attr-defined]
+                if isinstance(j.arrival, dists.TraceArrivals):
+                    written.append(Path(j.arrival.path))
                     pd.DataFrame({"at": f.arrival.times}).to_csv(written[-1], index=False)
             write_toml(scenario, path, comments=comments, header=header, option=option)
         except OSError as e:
@@ -290,9 +291,9 @@ def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:
     for j in scenario.jobs:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in j.name)
         svc, arr = j.service, j.arrival
-        if svc.kind == "empirical":
-            svc = replace(svc, path=folder / f"{stem}.{safe}.service.csv")  # type: ignore[type-var]
-        if arr is not None and arr.kind == "trace":
-            arr = replace(arr, path=folder / f"{stem}.{safe}.arrivals.csv")  # type: ignore[type-var]
+        if isinstance(svc, dists.Empirical):
+            svc = replace(svc, path=folder / f"{stem}.{safe}.service.csv")
+        if isinstance(arr, dists.TraceArrivals):
+            arr = replace(arr, path=folder / f"{stem}.{safe}.arrivals.csv")
         jobs.append(replace(j, service=svc, arrival=arr))
     return replace(scenario, jobs=tuple(jobs))

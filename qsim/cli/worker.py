@@ -43,12 +43,12 @@ def load_handler(spec: str) -> Callable[..., Any]:
         mod = importlib.import_module(module)
     except ImportError as e:
         raise ValueError(f"cannot import module {module!r}: {e}") from e
-    handler = getattr(mod, func, None)
+    handler: Callable[..., Any] | None = getattr(mod, func, None)
     if handler is None:
         raise ValueError(f"module {module!r} has no attribute {func!r}")
     if not inspect.iscoroutinefunction(handler):
         raise ValueError(f"{spec} must be an async function (async def {func}(job): ...)")
-    return handler  # type: ignore[no-any-return]
+    return handler
 
 
 def _common(p: argparse.ArgumentParser, queue_required: bool = True) -> None:
@@ -68,7 +68,7 @@ def _redacted_fields(args: argparse.Namespace) -> tuple[str, ...]:
     return (*DEFAULT_REDACT, *getattr(args, "redact", []))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``worker``, ``stats`` and ``dlq`` to the ``qsim`` command."""
     p = subparsers.add_parser(
         "worker", help="run a job handler on a queue",
@@ -128,7 +128,7 @@ def _ids_anywhere(p: argparse.ArgumentParser) -> None:
             rest = [a for a in rest if a.startswith("-")]
         return ns, rest
 
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]  # this one parser's, on purpose
 
 
 

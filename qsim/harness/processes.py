@@ -38,7 +38,8 @@ from typing import Any
 
 from qsim.engine import Queue
 from qsim.engine.connection import connect
-from qsim.engine.settings import SharedSettings, WorkerSettings
+from qsim.engine.settings import WorkerSettings
+from qsim.shared_settings import SharedSettings
 from qsim.errors import HarnessError
 from qsim.scenario import EventSpec, Scenario
 
@@ -67,7 +68,7 @@ class PoolProcessSpec:
                  grace: float) -> PoolProcessSpec:
         """The process ``worker_id`` of ``scenario``'s pool ``pool``: the pool's queues, policy, weights and
         concurrency, every setting of the scenario's ``[engine]`` table that is a worker setting
-        (:class:`~qsim.engine.settings.SharedSettings`), the run's Redis and prefix, every completed
+        (:class:`~qsim.shared_settings.SharedSettings`), the run's Redis and prefix, every completed
         job kept (the run reads them all at the end)."""
         spec = scenario.pool(pool)
         shared = {f.name: getattr(scenario.engine, f.name) for f in fields(SharedSettings)}
