@@ -57,6 +57,7 @@ lock + stalled interval, after the last event.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 
@@ -78,18 +79,20 @@ from qsim.model.timeseries import Changes, timeseries_frame
 from qsim.model.timing import Timing
 from qsim.records import Records
 from qsim.scenario import Scenario
+from qsim.scenarios import load
 from qsim.summary import summarize
 from qsim.workload import JobDraws, JobPlan, Workload, draw_workload
 
 __all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
 
-def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None,
+def simulate(scenario: Scenario | str | os.PathLike[str], *, seed: int | None = None, max_jobs: int | None = None,
              progress: Progress | None = None, records: bool = True) -> ModelResult:
     """Simulate a scenario with the SimPy model.
 
     Args:
-        scenario: the queue system to run.
+        scenario: the queue system to run: a Scenario, a TOML path or a built-in name (``qsim.simulate``
+            also takes None for ``workshop``).
         seed: overrides ``scenario.seed``; the same seed gives identical records.
         max_jobs: stop arrivals after this many jobs (the earliest arrivals over all types).
         progress: called now and then with the fraction (0..1) of jobs settled, last with 1.0.
@@ -102,9 +105,12 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
             from its records and drops them.
 
     Raises:
+        ScenarioError: no such file or built-in name, or not a valid scenario.
         NotSupportedError: the scenario uses a feature the model cannot run yet.
         ValueError: ``seed`` or ``max_jobs`` is negative.
     """
+    if not isinstance(scenario, Scenario):
+        scenario = load(os.fspath(scenario))
     check_supported(scenario)
     # (no name for the workload: its arrays are freed once the model is built, see qsim.model.recordless)
     return Model.from_workload(draw_workload(scenario, seed=seed, max_jobs=max_jobs), records=records).run(progress)
