@@ -10,7 +10,9 @@ A page asks for a part with a line ``<!-- generate: NAME -->``; the hook puts th
 ``worker-settings``  every WorkerSettings field: keyword, default, flag, scenario source (qsim.engine.settings)
 =============  ==============================================================
 
-The same functions are importable (``render(name)``) for tests.
+The same functions are importable (``render(name)``) for tests. A second hook, ``on_page_content``,
+shows the docstrings' Sphinx roles (``:func:`simulate```, ``:class:`~qsim.model.ModelResult```) as
+plain code on every page (mkdocstrings renders them verbatim), the ``~`` form as its last name.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-__all__ = ["render", "GENERATORS", "on_page_markdown"]
+__all__ = ["render", "GENERATORS", "on_page_markdown", "on_page_content", "strip_roles"]
 
 _MARKER = re.compile(r"^<!-- generate: ([a-z-]+) -->$", re.MULTILINE)
 
@@ -207,3 +209,17 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return render(m.group(1))
 
     return _MARKER.sub(fill, markdown)
+
+
+#: A Sphinx role as mkdocstrings leaves it in the HTML: ``:func:<code>~a.b</code>``.
+_ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc|obj):<code>(~?)([^<]*)</code>")
+
+
+def strip_roles(html: str) -> str:
+    """``:func:<code>x</code>`` -> ``<code>x</code>``; ``:class:<code>~a.b.C</code>`` -> ``<code>C</code>``."""
+    return _ROLE.sub(lambda m: f"<code>{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}</code>", html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """MkDocs event: the docstrings' Sphinx roles as plain code (see the module docstring)."""
+    return strip_roles(html)
