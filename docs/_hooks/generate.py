@@ -4,6 +4,7 @@ A page asks for a part with a line ``<!-- generate: NAME -->``; the hook puts th
 
 =============  ==============================================================
 ``cli``        every ``qsim`` subcommand, from the argparse parsers (qsim.cli)
+``locust``     qsim's options of ``locust -f loadtests``, from qsim.loadtest.config.add_arguments
 ``lua``        every Lua script's header: KEYS, ARGV, replies (qsim/engine/lua)
 ``keys``       the Redis key layout (qsim.engine.keys) and the job hash (qsim.engine.jobinfo)
 ``scenarios``  the built-in scenarios, one line each (qsim.scenarios)
@@ -106,7 +107,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         if isinstance(a, argparse._AppendAction):  # noqa: SLF001
             extra.append("repeatable")
         tail = f" ({', '.join(extra)})" if extra else ""
-        rows.append(f"| `{_md_cell(names)}` | {_md_cell(help_text)}{tail} |")
+        rows.append(f"| `{_md_cell(names)}` | {_md_cell(help_text).replace('<', '&lt;')}{tail} |")
     return rows
 
 
@@ -126,6 +127,46 @@ def render_cli() -> str:
         if p.epilog:
             parts += [p.epilog.replace("%%", "%"), ""]
     return "\n".join(parts)
+
+
+class _EnvGroup:
+    """An argument group that takes Locust's ``env_var=`` keyword (plain argparse does not) and notes it."""
+
+    def __init__(self, group: Any, env: dict[str, str]) -> None:
+        self._group, self._env = group, env
+
+    def add_argument(self, *names: str, env_var: str | None = None, **kwargs: Any) -> argparse.Action:
+        action = self._group.add_argument(*names, **kwargs)
+        if env_var:
+            self._env[action.dest] = env_var
+        return action
+
+
+class _LocustLike:
+    """Stands for Locust's parser in ``add_arguments`` (importing Locust patches the process for gevent)."""
+
+    def __init__(self) -> None:
+        self.parser = argparse.ArgumentParser(prog="locust -f loadtests", add_help=False)
+        self.env: dict[str, str] = {}
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> _EnvGroup:
+        return _EnvGroup(self.parser.add_argument_group(*args, **kwargs), self.env)
+
+
+def render_locust() -> str:
+    """qsim's options of ``locust -f loadtests`` (``qsim.loadtest.config.add_arguments``), each with its variable."""
+    from qsim.loadtest.config import add_arguments
+
+    locust = _LocustLike()
+    add_arguments(locust)
+    parser = locust.parser
+    rows = ["| argument | environment variable | meaning |", "|---|---|---|"]
+    for row, action in zip(_option_rows(parser), [a for a in parser._actions if a.option_strings]):  # noqa: SLF001
+        name, meaning = row[1:-1].split(" | ", 1)
+        env = locust.env.get(action.dest, "")
+        shown = f"`{env}`" if env else "`QSIM_SLO` (`;` between)" if action.dest == "slo" else ""
+        rows.append(f"|{name} | {shown} | {meaning} |")
+    return "\n".join(rows) + "\n"
 
 
 # --------------------------------------------------------------------------- lua
@@ -189,7 +230,7 @@ def render_worker_settings() -> str:
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
-    "cli": render_cli, "lua": render_lua, "keys": render_keys, "scenarios": render_scenarios,
+    "cli": render_cli, "locust": render_locust, "lua": render_lua, "keys": render_keys, "scenarios": render_scenarios,
     "worker-settings": render_worker_settings,
 }
 
