@@ -62,6 +62,12 @@ def rst_to_markdown(doc: str) -> str:
     return "\n".join(out)
 
 
+def _escape_lt(markdown: str) -> str:
+    """``<`` outside code spans as ``&lt;`` (``<pool>-<n>`` would be read as an HTML tag and vanish)."""
+    parts = markdown.split("`")
+    return "`".join(p.replace("<", "&lt;") if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -226,7 +232,7 @@ def render_worker_settings() -> str:
     flags and where a scenario run takes each value (``qsim.engine.settings.reference_table``)."""
     from qsim.engine.settings import reference_table
 
-    return reference_table()
+    return _escape_lt(reference_table())
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
