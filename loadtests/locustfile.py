@@ -20,16 +20,21 @@ Examples::
     locust -f loadtests --headless --scenario path/to/checkout.toml --rate-scale 2 \\
         --redis-url redis://staging-redis:6379/0 --i-know-this-is-not-local
 
+    # a 24 h rate profile compressed into 14.4 minutes, its rates kept (the peak at the peak's rate)
+    locust -f loadtests --headless --scenario path/to/day.toml --time-scale 0.01 \\
+        --redis-url redis://staging-redis:6379/0 --i-know-this-is-not-local
+
     # the web UI (http://localhost:8089): the same options, shown in the form
     locust -f loadtests --scenario workshop --start-workers
 
 ``-u`` is the number of producer users (concurrent adds), not the rate: the
-rate is the scenario's times ``--rate-scale``. ``burst`` and ``trace`` types
-arrive at their drawn times, flows come with their children, and with
+rate is the scenario's times ``--rate-scale``. ``burst``, ``trace`` and
+``profile`` types arrive at their drawn times (a rate profile at its own rate
+moment by moment: the peak, not the mean), flows come with their children, and with
 ``--start-workers`` the scenario's ``[[events]]`` (sigterm, sigkill, start)
 happen to the local pools. Without ``-u`` each producer
 adds at most 20 jobs/s. The qsim options (``--redis-url``, ``--scenario``,
-``--i-know-this-is-not-local``, ``--qsim-prefix``, ``--rate-scale``, ``--pacing``, ``--drain``,
+``--i-know-this-is-not-local``, ``--qsim-prefix``, ``--rate-scale``, ``--time-scale``, ``--pacing``, ``--drain``,
 ``--start-workers``, ``--run-id``) and their environment variables are listed in
 ``qsim/loadtest/config.py`` (Locust's ``--help`` does not show a locustfile's own options).
 """

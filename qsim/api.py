@@ -33,7 +33,10 @@ model verb runs it in a thread, so ``await`` keeps a kernel responsive::
 
 ``qsim.plots`` is :mod:`qsim.analysis.plots`. A new verb is defined here and
 named in ``qsim.__init__``'s ``_LAZY`` and ``__all__`` (the test of the public
-API holds them to each other).
+API holds them to each other). A verb named as a subpackage (``calibrate``,
+``advise``; ``autoscale`` next) is that package made callable
+(:func:`qsim.callable_module.make_callable`): Python rebinds ``qsim.<name>`` to
+the subpackage when it is first imported, so a plain function would not last.
 """
 
 from __future__ import annotations
@@ -300,7 +303,7 @@ def probe(redis_url: str | None = None, **options: Any) -> Overhead:
     ``rate``, ``concurrency``, ``progress`` (:func:`qsim.calibrate.probe`). Keys of its own,
     deleted afterwards.
     """
-    from qsim.calibrate import probe as run_probe
+    from qsim.calibrate.probe import probe as run_probe
 
     if redis_url is not None:
         return run_probe(redis_url, **options)

@@ -11,7 +11,10 @@ prediction and a measurement are the same quantity, defined the same way:
   over available slot-seconds) are over that window;
 - ``lost`` counts jobs that are neither completed, dead nor unfinished;
 - ``max_depth`` of a queue is the most jobs that were enqueued and not yet
-  started at any moment of the window.
+  started at any moment of the window;
+- ``windows`` is the run cut into windows of ``window`` seconds from
+  ``warmup`` on, each with its arrivals, throughput, busy slots, depth, wait
+  quantiles, oldest age and workers (:mod:`qsim.windows` defines each).
 
 Empty statistics (no job started, none completed) are ``null`` in JSON.
 """
@@ -27,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from qsim.records import Records
+from qsim.windows import DEFAULT_WINDOW, Window, windows_of
 
 __all__ = ["summarize", "stats", "STAT_KEYS", "StreamStat", "StreamCounts", "summarize_streams",
            "STREAM_REL_ERROR", "Summary", "Stats", "JobCounts", "TypeSummary", "QueueSummary", "field_value"]
@@ -98,6 +102,7 @@ class Summary(TypedDict):
     utilization: float
     by_type: dict[str, TypeSummary]
     by_queue: dict[str, QueueSummary]
+    windows: list[Window]
 
 
 def _no_stats() -> Stats:
@@ -142,8 +147,10 @@ def _max_depth(enqueued: np.ndarray, started: np.ndarray, warmup: float, end: fl
     return at_warmup if starts_inside else max(at_warmup, 0)
 
 
-def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup: float = 0.0) -> Summary:
-    """The Summary of one run (see the module docstring for every definition)."""
+def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup: float = 0.0,
+              window: float = DEFAULT_WINDOW) -> Summary:
+    """The Summary of one run (see the module docstring for every definition; ``window``: the
+    length of its windows in seconds, :mod:`qsim.windows`)."""
     # Column arrays, with each string column factorized once (object compares cost ~40 ns a row).
     jobs = records.jobs
     enq = jobs["enqueued"].to_numpy(float)
@@ -158,8 +165,9 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
     done_finished = finished[completed]
     end = float(done_finished.max()) if done_finished.size else (
         float(np.nanmax(finished)) if (~np.isnan(finished)).any() else warmup)
-    window = max(end - warmup, 0.0)
+    span_s = max(end - warmup, 0.0)
     capacity = records.slot_seconds(warmup, end)
+    span = _spans(records)
     wait_all = started - enq
     latency_all = finished - enq
     done = measured & completed
@@ -186,7 +194,7 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
     def count(name: str) -> int:
         return int((measured & outcome[name]).sum()) if name in outcome else 0
 
-    return {
+    summary: Summary = {
         "scenario": scenario,
         "source": source,
         "seed": int(seed),
@@ -199,13 +207,29 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
             "unfinished": count("unfinished"),
             "lost": count("lost"),
         },
-        "throughput": float(done.sum() / window) if window > 0 else 0.0,
+        "throughput": float(done.sum() / span_s) if span_s > 0 else 0.0,
         "wait": stats(wait_all[measured]),
         "latency": stats(latency_all[done]),
-        "utilization": float(_busy(records, warmup, end) / capacity) if capacity > 0 else 0.0,
+        "utilization": float(_busy(span, warmup, end) / capacity) if capacity > 0 else 0.0,
         "by_type": by_type,
         "by_queue": by_queue,
+        "windows": [],
     }
+    del wait_all, latency_all, outcome, measured, done  # job-sized: freed before the windows' own
+    summary["windows"] = windows_of(enqueued=enq, started=started, finished=finished, completed=completed,
+                                    attempt_start=span[0], attempt_end=span[1], workers=records.workers,
+                                    warmup=warmup, end=end, length=window)
+    return summary
+
+
+def _spans(records: Records) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of every attempt (end NaN: still running); one span per job, first start to finish,
+    when the source keeps no attempt table."""
+    a = records.attempts
+    if len(a):
+        return a["start"].to_numpy(float), a["end"].to_numpy(float)
+    j = records.jobs
+    return j["started"].to_numpy(float), j["finished"].to_numpy(float)
 
 
 def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> list[Any]:
@@ -256,14 +280,9 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, Sequence[Any] | pd.Index]:
     return coded, uniques
 
 
-def _busy(records: Records, start: float, end: float) -> float:
-    """Slot-seconds spent running attempts inside [start, end]."""
-    a = records.attempts
-    if len(a):
-        s, e = a["start"].to_numpy(float), a["end"].to_numpy(float)
-    else:  # no attempt table: one span per job, first start to finish
-        j = records.jobs
-        s, e = j["started"].to_numpy(float), j["finished"].to_numpy(float)
+def _busy(spans: tuple[np.ndarray, np.ndarray], start: float, end: float) -> float:
+    """Slot-seconds spent running attempts (:func:`_spans`) inside [start, end]."""
+    s, e = spans
     span = np.where(np.isnan(e), end, e)  # in place from here: one array of the attempts' size at a time
     np.minimum(span, end, out=span)
     span -= np.maximum(s, start)
@@ -387,7 +406,7 @@ class StreamCounts:
 
 def summarize_streams(*, scenario: str, source: str, seed: int, warmup: float, end: float, busy: float,
                       slot_seconds: float, by_type: Mapping[str, StreamCounts], queue_of: Mapping[str, str],
-                      max_depth: Mapping[str, int]) -> Summary:
+                      max_depth: Mapping[str, int], windows: list[Window] | None = None) -> Summary:
     """The Summary of a run that kept no records (the same shape as :func:`summarize`).
 
     Args:
@@ -397,6 +416,7 @@ def summarize_streams(*, scenario: str, source: str, seed: int, warmup: float, e
         by_type: counts and streams per job type (types with no job enqueued at or after warmup are left out).
         queue_of: each job type's queue.
         max_depth: per queue, as :func:`summarize` defines it.
+        windows: the run's windows, as :func:`summarize` defines them (streamed, :mod:`qsim.model.windowstream`).
     """
     types = {name: c for name, c in sorted(by_type.items()) if c.arrived > 0}
     total = StreamCounts()
@@ -433,4 +453,5 @@ def summarize_streams(*, scenario: str, source: str, seed: int, warmup: float, e
                            "latency": c.latency.stats()} for name, c in types.items()},
         "by_queue": {name: {"completed": c.completed, "dead": c.dead, "max_depth": int(max_depth.get(name, 0)),
                             "wait": c.wait.stats()} for name, c in sorted(queues.items())},
+        "windows": list(windows or []),
     }

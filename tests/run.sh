@@ -27,6 +27,5 @@ else
   echo "node/npm not on PATH: the BullMQ tests will be skipped (install Node.js >= 18 to run them)" >&2
 fi
 
-notebooks=()
-if compgen -G "notebooks/*.ipynb" >/dev/null; then notebooks=(--nbmake tests notebooks); fi
-exec "$PYTHON" -m pytest "${notebooks[@]}" "$@"
+# pyproject's pytest configuration collects tests/ and notebooks/ (the notebooks run with nbmake)
+exec "$PYTHON" -m pytest "$@"

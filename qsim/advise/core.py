@@ -4,6 +4,14 @@
 :mod:`qsim.calibrate` sources), and :func:`advise_from` turns a calibration
 into an :class:`~qsim.advise.result.Advice`:
 
+0. **A rate that changed within the window** (a job type fitted with a
+   rate profile, :mod:`qsim.calibrate.drift`): the advice is for now, so it
+   plans on the rate at the window's end, the profile's *latest* rate (the
+   mean of the last segment of a step profile, the rate at the window's end
+   of a linear one, the last hour's of a daily one), as a ``poisson`` arrival
+   (a profiled ``burst``: a ``burst`` at that rate); a warning gives the peak
+   and the mean of the window beside it (:func:`steady_calibration`). A type
+   whose rate fell to 0 adds no load.
 1. **The pool.** The observed pool that serves the queue(s) (the one with the
    most runs when several do); its ``concurrency`` is the observed one unless
    given (a pool that was never busy may be configured higher than it looked).
@@ -47,10 +55,12 @@ from qsim.calibrate import MIN_JOBS, from_bullmq, from_redis
 from qsim.calibrate.measured import parse_when
 from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.report import Calibration
+from qsim.dists import BurstArrivals, PoissonArrivals
 from qsim.errors import CalibrationError, ScenarioError
 from qsim.scenario import Scenario
 
-__all__ = ["advise", "advise_from", "parse_slos", "parse_window", "planned_scenario", "DEFAULT_WINDOW", "DEFAULT_JOBS_PER_RUN",
+__all__ = ["advise", "advise_from", "parse_slos", "parse_window", "planned_scenario", "steady_calibration",
+           "DEFAULT_WINDOW", "DEFAULT_JOBS_PER_RUN",
            "DEFAULT_MAX_WORKERS", "SOURCES"]
 
 logger = logging.getLogger(__name__)
@@ -64,16 +74,18 @@ DEFAULT_MAX_WORKERS = 500
 SOURCES = ("qsim", "bullmq")
 
 
-def parse_slos(slo: str | SLO | Sequence[str | SLO]) -> list[SLO]:
-    """One SLO or several, as text (``p95_wait<=2``) or :class:`~qsim.analysis.plan.SLO`."""
+def parse_slos(slo: str | SLO | Sequence[str | SLO], *, option: str = "--slo") -> list[SLO]:
+    """One SLO or several, as text (``p95_wait<=2``) or :class:`~qsim.analysis.slo.SLO`;
+    ``option`` names where they came from in errors (``--advise-slo`` in ``qsim worker``)."""
     items = [slo] if isinstance(slo, (str, SLO)) else list(slo)
     if not items:
-        raise ScenarioError("give at least one --slo, e.g. p95_wait<=2")
-    return [s if isinstance(s, SLO) else parse_slo(s) for s in items]
+        raise ScenarioError(f"give at least one {option}, e.g. p95_wait<=2")
+    return [s if isinstance(s, SLO) else parse_slo(s, option=option) for s in items]
 
 
-def parse_window(text: str | float) -> float:
-    """``--window``: a duration back from now (``90s``, ``15m``, ``2h``, ``1h30m``) or seconds; returns seconds."""
+def parse_window(text: str | float, *, option: str = "--window") -> float:
+    """``--window``: a duration back from now (``90s``, ``15m``, ``2h``, ``1h30m``) or seconds; returns seconds.
+    ``option`` names it in errors (``--advise-window`` in ``qsim worker``)."""
     try:
         seconds = float(text)
     except ValueError:
@@ -83,7 +95,7 @@ def parse_window(text: str | float) -> float:
             back = None
         seconds = -back if back is not None and back <= 0 else math.nan
     if not (math.isfinite(seconds) and seconds > 0):
-        raise ScenarioError(f"--window must be a duration like 90s, 15m or 2h (or seconds > 0), got {text!r}")
+        raise ScenarioError(f"{option} must be a duration like 90s, 15m or 2h (or seconds > 0), got {text!r}")
     return seconds
 
 
@@ -113,6 +125,34 @@ def _safe_name(name: str, taken: set[str]) -> str:
     return safe
 
 
+def steady_calibration(cal: Calibration) -> tuple[Calibration, list[str]]:
+    """``cal`` with every profiled job type at its latest rate (step 0 of the module docstring), and
+    a warning per such type; ``cal`` itself when no rate changed."""
+    fits, jobs, warnings = dict(cal.types), [], []
+    for job in cal.scenario.jobs:
+        f = cal.types.get(job.name)
+        if f is None or f.arrival.profile is None or f.arrival.drift is None:
+            jobs.append(job)
+            continue
+        a, d = f.arrival, f.arrival.drift
+        latest = a.latest_rate
+        since = "at the window's end" if d.model == "linear" else \
+            f"from {d.latest_from:.6g} s into the window to its end" if d.model == "steps" else "over its last hour"
+        warnings.append(f"job type {job.name!r}: the rate changed within the window ({d.model} profile: mean "
+                        f"{a.rate:.4g}/s, peak {a.peak_rate:.4g}/s); planned on its latest rate {latest:.4g}/s "
+                        f"({since}), so the advice holds while that rate does")
+        kind = "burst" if a.kind == "burst" else "poisson"
+        fits[job.name] = dataclasses.replace(f, arrival=dataclasses.replace(a, kind=kind, rate=latest, drift=None))
+        if latest > 0:
+            arrival: Any = BurstArrivals(rate=latest, size=a.size) if kind == "burst" else PoissonArrivals(rate=latest)
+        else:
+            arrival = None
+        jobs.append(dataclasses.replace(job, arrival=arrival))
+    if not warnings:
+        return cal, []
+    return dataclasses.replace(cal, types=fits, scenario=dataclasses.replace(cal.scenario, jobs=tuple(jobs))), warnings
+
+
 def planned_scenario(cal: Calibration, pool: PoolFit, concurrency: int, jobs_per_run: int,
                      seed: int) -> tuple[Scenario, str]:
     """The calibrated scenario as planned: the pool at ``concurrency`` (renamed to a dotted-path-safe name),
@@ -127,9 +167,10 @@ def planned_scenario(cal: Calibration, pool: PoolFit, concurrency: int, jobs_per
 
 
 def _point(result: PlanResult, path: str, workers: int) -> dict[str, Any] | None:
-    for p in result["points"]:
+    points: list[dict[str, Any]] = result["points"]
+    for p in points:
         if p["params"].get(path) == workers:
-            return p  # type: ignore[no-any-return]
+            return p
     return None
 
 
@@ -181,7 +222,9 @@ def advise_from(cal: Calibration, slo: str | SLO | Sequence[str | SLO], *, queue
     if jobs_per_run < 100:
         raise ScenarioError(f"--jobs-per-run must be >= 100, got {jobs_per_run}")
     names = list(queues) if queues else sorted({f.queue for f in cal.types.values()})
+    cal, drifted = steady_calibration(cal)
     pool, warnings = _pool(cal, names)
+    warnings += drifted
     c = concurrency or pool.concurrency
     load = pool_load(cal, pool)
     cap = limit_workers(cal, pool, c)
@@ -189,13 +232,12 @@ def advise_from(cal: Calibration, slo: str | SLO | Sequence[str | SLO], *, queue
     scenario, pname = planned_scenario(cal, pool, c, jobs_per_run, seed)
     path = f"pools.{pname}.workers"
     reason = blocked(cal, pool)
+    if reason is None and not any(j.arrival is not None for j in scenario.jobs if j.queue in pool.queues):
+        reason = (f"no job of {', '.join(map(repr, pool.queues))} arrives at the window's end (the rate fell to 0 "
+                  "within the window): no worker count to plan for")
     if reason is None and lo > max_workers:
         reason = (f"the offered load of {load:.4g} busy slots needs more than --max-workers {max_workers} workers "
                   f"of concurrency {c}")
-    if any(f.queue in pool.queues and f.arrival.kind == "burst" and "over-dispersed" in f.arrival.note
-           for f in cal.types.values()):
-        warnings.append("arrivals over the window look bursty (over-dispersed counts): if the rate changed "
-                        "within the window the advice is cautious until a whole window has the new rate")
     result: PlanResult | None = None
     recommended: int | None = None
     predicted: dict[str, Any] | None = None

@@ -41,6 +41,12 @@ overriding the defaults or adding any other Summary number::
 Keys per table: ``rel`` (>= 0), ``abs`` (>= 0), ``check`` (true/false); a key
 left out keeps the default's value (0 for a new quantity). A bad file is a
 :class:`~qsim.errors.ToleranceError` naming the file and the key.
+
+Per window (:mod:`qsim.analysis.window_check`): a ``windows.FIELD`` quantity
+(``windows.wait_p95``, ``windows.throughput``...) compares the runs window by
+window and passes when at least ``share`` of them agree within ``rel``/``abs``
+(key ``share``, 0..1, default 1). ``windows.wait_p95`` (20% or 0.05 s in 90%
+of the windows) is checked by default when arrivals follow a rate profile.
 """
 
 from __future__ import annotations
@@ -53,21 +59,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
+from qsim.analysis.window_check import WINDOW_QUANTITIES, WINDOW_TOLERANCES, window_agreement
 from qsim.errors import ToleranceError
 from qsim.scenario import Scenario
 from qsim.summary import Summary, field_value
 
-__all__ = ["Tolerance", "Verdict", "DEFAULT_TOLERANCES", "load_tolerances", "check", "check_document",
+__all__ = ["Tolerance", "Verdict", "DEFAULT_TOLERANCES", "load_tolerances", "check", "check_document", "judge_slos",
            "dead_fixed_by_draws", "summary_paths", "quantities_of", "unit_of"]
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """``|engine - model| <= max(rel * |model|, abs)``; ``check=False``: shown, not checked."""
+    """``|engine - model| <= max(rel * |model|, abs)``; ``check=False``: shown, not checked; ``share``: for a
+    ``windows.FIELD`` quantity, the least share of windows that must agree."""
 
     rel: float = 0.0
     abs: float = 0.0
     check: bool = True
+    share: float = 1.0
 
     def limit(self, model: float) -> float:
         """The largest difference allowed around the model's value ``model``."""
@@ -81,7 +90,8 @@ class Tolerance:
             return "exact"
         rel = f"±{100 * self.rel:.3g}%" if self.rel else ""
         floor = f"{self.abs:.3g}{unit}" if self.abs else ""
-        return f"{rel} or {floor}" if rel and floor else rel or f"±{floor}"
+        text = f"{rel} or {floor}" if rel and floor else rel or f"±{floor}"
+        return text if self.share >= 1.0 else f"{text} in {100 * self.share:.3g}% of windows"
 
 #: What ``--check`` compares by default (see the module docstring).
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
@@ -107,6 +117,7 @@ class Verdict:
     tolerance: Tolerance
     verdict: str  # pass | fail | skip
     note: str = ""
+    windows: Mapping[str, Any] | None = None  # a windows.FIELD quantity: compared, agreeing, share, worst
 
     @property
     def ratio(self) -> float | None:
@@ -118,15 +129,19 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         """The row as the ``check`` part of ``qsim compare --json`` writes it."""
         limit = self.tolerance.limit(self.model) if self.model is not None else None
-        return {"quantity": self.quantity, "model": self.model, "engine": self.engine, "ratio": self.ratio,
-                "rel": self.tolerance.rel, "abs": self.tolerance.abs, "limit": limit,
-                "diff": None if self.model is None or self.engine is None else self.engine - self.model,
-                "verdict": self.verdict, "note": self.note}
+        row: dict[str, Any] = {"quantity": self.quantity, "model": self.model, "engine": self.engine, "ratio": self.ratio,
+                               "rel": self.tolerance.rel, "abs": self.tolerance.abs, "limit": limit,
+                               "diff": None if self.model is None or self.engine is None else self.engine - self.model,
+                               "verdict": self.verdict, "note": self.note}
+        if self.windows is not None:
+            row.update(share=self.tolerance.share, windows=dict(self.windows))
+        return row
 
 
 def unit_of(quantity: str) -> str:
     """`` s`` for times, ``/s`` for throughput, else nothing."""
-    if any(quantity.startswith(t) or f".{t}" in quantity for t in _TIMES):
+    if any(quantity.startswith(t) or f".{t}" in quantity for t in _TIMES) \
+            or quantity.startswith(("windows.wait_", "windows.oldest_age")):
         return " s"
     return "/s" if quantity.endswith("throughput") else ""
 
@@ -181,6 +196,8 @@ def load_tolerances(path: str | Path, summary: Mapping[str, Any] | Iterable[str]
         raise ToleranceError(f"{path}: not valid TOML: {e}") from e
     out = dict(DEFAULT_TOLERANCES)
     known = (summary_paths(summary) if isinstance(summary, Mapping) else list(summary)) if summary is not None else None
+    if known is not None:
+        known += WINDOW_QUANTITIES  # compared window by window (qsim.analysis.window_check)
     for quantity, table in raw.items():
         where = f'{path}: ["{quantity}"]'
         if known is not None and quantity not in known:
@@ -200,9 +217,15 @@ def load_tolerances(path: str | Path, summary: Mapping[str, Any] | Iterable[str]
                 if not isinstance(value, bool):
                     raise ToleranceError(f"{where}.check must be true or false, got {value!r}")
                 tol = replace(tol, check=value)
+            elif key == "share" and quantity.startswith("windows."):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                    raise ToleranceError(f"{where}.share must be a fraction of the windows, above 0 and at most 1, "
+                                         f"got {value!r}")
+                tol = replace(tol, share=float(value))
             else:
-                hint = difflib.get_close_matches(str(key), ("rel", "abs", "check"), n=1)
-                also = f" (did you mean '{hint[0]}'?)" if hint else " (known keys: rel, abs, check)"
+                keys = ("rel", "abs", "check", "share") if quantity.startswith("windows.") else ("rel", "abs", "check")
+                hint = difflib.get_close_matches(str(key), keys, n=1)
+                also = f" (did you mean '{hint[0]}'?)" if hint else f" (known keys: {', '.join(keys)})"
                 raise ToleranceError(f"{where}.{key} is not a known key{also}")
         out[quantity] = tol
     return out
@@ -221,8 +244,17 @@ def check(model: Mapping[str, Any], engine: Mapping[str, Any], tolerances: Mappi
     With ``scenario``, ``jobs.dead`` is skipped where the draws do not fix it (:func:`dead_fixed_by_draws`).
     """
     tols = dict(DEFAULT_TOLERANCES if tolerances is None else tolerances)
+    if scenario is not None:
+        from qsim.analysis.profile import time_varying
+
+        if time_varying(scenario):
+            for quantity, (rel, abs_, share) in WINDOW_TOLERANCES.items():
+                tols.setdefault(quantity, Tolerance(rel, abs_, share=share))
     rows: list[Verdict] = []
     for quantity, tol in tols.items():
+        if quantity.startswith("windows."):
+            rows.append(_window_verdict(model, engine, quantity, tol))
+            continue
         m, e = _number(field_value(model, quantity)), _number(field_value(engine, quantity))
         note = ""
         if quantity == "jobs.lost":  # the engine's promise, whatever the model says
@@ -242,7 +274,35 @@ def check(model: Mapping[str, Any], engine: Mapping[str, Any], tolerances: Mappi
     return rows
 
 
-def check_document(rows: Sequence[Verdict]) -> dict[str, Any]:
-    """The ``check`` part of ``qsim compare --json``: ``{"passed", "failed": [...], "quantities": [...]}``."""
+def _window_verdict(model: Mapping[str, Any], engine: Mapping[str, Any], quantity: str, tol: Tolerance) -> Verdict:
+    """A ``windows.FIELD`` row: pass when at least ``tol.share`` of the windows agree."""
+    a = window_agreement(model, engine, quantity, rel=tol.rel, abs_=tol.abs)
+    if not tol.check:
+        verdict = "skip"
+    elif not a["compared"]:
+        verdict = "pass" if not (model.get("windows") or engine.get("windows")) else "fail"
+    else:
+        verdict = "pass" if a["share"] >= tol.share - 1e-12 else "fail"
+    note = (f"{a['agreeing']} of {a['compared']} windows agree" if a["compared"] else "no window to compare") + \
+        ("" if a["worst"] is None else f"; worst: window {a['worst']}")
+    return Verdict(quantity, None, None, tol, verdict, note, windows=a)
+
+
+def judge_slos(slos: Sequence[Any], model: Mapping[str, Any], engine: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each SLO (:class:`qsim.analysis.plan.SLO`) judged on both runs: ``{"slo", "model", "engine",
+    "model_met", "engine_met", "share"}`` (the values are the SLO's per-run value: a figure, the worst
+    window's, or the share of windows meeting it; ``share`` is the share required, or None)."""
+    return [{"slo": str(slo), "model": slo.measure(model), "engine": slo.measure(engine),
+             "model_met": slo.met(model), "engine_met": slo.met(engine), "share": slo.share} for slo in slos]
+
+
+def check_document(rows: Sequence[Verdict], slos: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The ``check`` part of ``qsim compare --json``: ``{"passed", "failed": [...], "quantities": [...]}``,
+    and with SLOs (:func:`judge_slos`) ``"slo": [...]``: an SLO the engine misses fails the check too
+    (``failed`` names it ``slo <text>``)."""
     failed = [r.quantity for r in rows if r.verdict == "fail"]
-    return {"passed": not failed, "failed": failed, "quantities": [r.as_dict() for r in rows]}
+    failed += [f"slo {s['slo']}" for s in slos if not s["engine_met"]]
+    doc: dict[str, Any] = {"passed": not failed, "failed": failed, "quantities": [r.as_dict() for r in rows]}
+    if slos:
+        doc["slo"] = [dict(s) for s in slos]
+    return doc

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from qsim.analysis.check import Tolerance, check, check_document, unit_of
+from qsim.analysis.check import Tolerance, check, check_document, judge_slos, unit_of
 from qsim.display import num, page, para, table
 from qsim.scenario import Scenario
 from qsim.summary import field_value
@@ -61,10 +61,14 @@ class Comparison(dict[str, Any]):
     """
 
     def checked(self, tolerances: Mapping[str, Tolerance] | None = None, *,
-                scenario: Scenario | None = None) -> Comparison:
-        """A copy with the ``check`` part of ``qsim compare --check`` (see :func:`qsim.analysis.check.check`)."""
+                scenario: Scenario | None = None, slos: Sequence[Any] = ()) -> Comparison:
+        """A copy with the ``check`` part of ``qsim compare --check`` (see :func:`qsim.analysis.check.check`);
+        ``slos`` (text like ``"p95_wait<=2 in 95% of windows"`` or SLOs) must be met by the engine's run too."""
+        from qsim.analysis.plan import parse_slo
+
         rows = check(self["model"], self["engine"], tolerances, scenario=scenario)
-        return Comparison({**self, "check": check_document(rows)})
+        goals = [parse_slo(s) if isinstance(s, str) else s for s in slos]
+        return Comparison({**self, "check": check_document(rows, judge_slos(goals, self["model"], self["engine"]))})
 
     @property
     def passed(self) -> bool | None:
@@ -90,7 +94,7 @@ class Comparison(dict[str, Any]):
             v = verdicts.get(path)
             ratio = e / m if isinstance(m, (int, float)) and isinstance(e, (int, float)) and m else None
             tol = "" if v is None else "-" if v["verdict"] == "skip" else \
-                Tolerance(v["rel"], v["abs"]).describe(unit_of(path))
+                Tolerance(v["rel"], v["abs"], share=v.get("share", 1.0)).describe(unit_of(path))
             rows.append({"quantity": path, "model": m, "engine": e, "engine/model": ratio, "tolerance": tol,
                          "verdict": "" if v is None else v["verdict"] + (f" ({v['note']})" if v["note"] else "")})
         return pd.DataFrame(rows, columns=["quantity", "model", "engine", "engine/model", "tolerance", "verdict"])
@@ -100,9 +104,9 @@ class Comparison(dict[str, Any]):
         if "check" not in self:
             return "not checked (.checked() or qsim compare --check gives a verdict per quantity)"
         doc = self["check"]
-        n = sum(q["verdict"] != "skip" for q in doc["quantities"])
+        n = sum(q["verdict"] != "skip" for q in doc["quantities"]) + len(doc.get("slo", []))
         if doc["passed"]:
-            return f"check passed: {n} of {n} quantities within tolerance"
+            return f"check passed: {n} of {n} quantities within tolerance" + (" and SLOs met" if doc.get("slo") else "")
         return f"check FAILED: {len(doc['failed'])} of {n} out of tolerance: {', '.join(doc['failed'])}"
 
     def _title(self) -> str:

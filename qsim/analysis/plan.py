@@ -4,7 +4,10 @@ An SLO is ``<metric><op><number>``, e.g. ``p95_wait<=2``. Metrics name Summary
 fields: ``mean_wait``, ``p50_wait``, ``p95_wait``, ``p99_wait``, ``max_wait``,
 the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
 ``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``, ``==``
-(``lost==0``).
+(``lost==0``). Over the run's windows: ``p95_wait<=2 in 95% of windows`` (a share of the
+windows) or ``p95_wait<=2 in every window`` (the worst one), see
+:mod:`qsim.analysis.windowed`. The grammar and its one parser live in :mod:`qsim.analysis.slo`
+(re-exported here).
 
 How :func:`plan` decides, point by point:
 
@@ -36,23 +39,31 @@ How :func:`plan` decides, point by point:
   :mod:`qsim.analysis.cost`), ties and the default in ascending grid order
   (the first path varies slowest: with one varied parameter, the smallest
   value). With ``minimize`` the next two cheapest are listed too.
+- **Over a rate profile** (:mod:`qsim.analysis.profile`): judge the windows
+  (``p95_wait<=2 in 95% of windows``, ``... in every window``); every SLO is
+  also judged on the peak hour's windows alone, and the result's ``profile``
+  part gives the peak hour, the cheapest point meeting the SLOs there (the
+  peak-hour answer) and what that setting costs held over the whole profile
+  (worker-hours: the static baseline an autoscaler improves on). The
+  run-length trend check is left out: a profile's waits change with the
+  load by design, and the windows show an overload.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from qsim.analysis.cost import Cost, parse_cost
-from qsim.analysis.metrics import METRICS, Metric
+from qsim.analysis.metrics import Metric
+from qsim.analysis.profile import PEAK_LENGTH, peak_hour, static_cost, time_varying
 from qsim.analysis.report import PlanResult
 from qsim.analysis.runlength import diagnose
 from qsim.analysis.runner import RunResult, Runner, make_runner
+from qsim.analysis.slo import SLO, parse_slo
 from qsim.analysis.search import Key, choose_axis, point_key, recommend
 from qsim.analysis.stats import Estimate, estimate, mean_summary
 from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
@@ -61,83 +72,10 @@ from qsim.scenario import Scenario
 
 __all__ = ["SLO", "parse_slo", "plan", "PlanResult", "AUTO_START", "AUTO_STEP", "AUTO_MAX", "DEFAULT_METRICS"]
 
-_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                   ">": operator.gt, "==": operator.eq}
-_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|==|<|>)\s*(?P<value>\S+)\s*$")
-
 #: ``replications="auto"``: runs per point to start with, runs added per round, and the most per point.
 AUTO_START, AUTO_STEP, AUTO_MAX = 5, 5, 40
 #: Metrics every point reports (with their intervals) besides those of the SLOs.
 DEFAULT_METRICS = ("mean_wait", "p95_wait", "p99_wait", "p95_latency", "throughput", "utilization")
-
-
-@dataclass(frozen=True)
-class SLO:
-    """One objective: ``metric`` (optionally of one job type) compared with ``value``."""
-
-    metric: str
-    op: str
-    value: float
-    job_type: str | None = None
-
-    @property
-    def target(self) -> Metric:
-        """The metric this objective is about."""
-        return Metric(self.metric, self.job_type)
-
-    @property
-    def upper(self) -> bool:
-        """True for ``<=``/``<``: the interval's upper bound must meet it."""
-        return self.op in ("<=", "<")
-
-    def measure(self, summary: Mapping[str, Any]) -> float | None:
-        """The metric's value in a Summary (None when undefined)."""
-        return self.target.measure(summary)
-
-    def met(self, summary: Mapping[str, Any]) -> bool:
-        """Whether one Summary meets it."""
-        value = self.measure(summary)
-        return value is not None and _OPS[self.op](value, self.value)
-
-    def check(self, est: Estimate) -> str:
-        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring;
-        ``==`` is met when both bounds equal the value)."""
-        if self.op == "==":
-            low, high = est.bound(False), est.bound(True)
-            if low is None or high is None:
-                return "failed"
-            if low == high == self.value:
-                return "met"
-            return "undecided" if low <= self.value <= high else "failed"
-        bound = est.bound(self.upper)
-        if bound is None:
-            return "failed"
-        if _OPS[self.op](bound, self.value):
-            return "met"
-        other = est.bound(not self.upper)
-        return "undecided" if other is not None and _OPS[self.op](other, self.value) else "failed"
-
-    def __str__(self) -> str:
-        scope = f"[{self.job_type}]" if self.job_type else ""
-        return f"{self.metric}{scope}{self.op}{self.value:g}"
-
-
-def parse_slo(text: str) -> SLO:
-    """Parse ``p95_wait<=2`` (see the module docstring for the metrics)."""
-    m = _SLO.match(text)
-    if not m:
-        raise ScenarioError(f"--slo must look like p95_wait<=2, got {text!r}")
-    if m["metric"] not in METRICS:
-        raise ScenarioError(f"--slo metric must be one of {', '.join(METRICS)}, got {m['metric']!r}")
-    if m["type"] and m["metric"] in ("throughput", "utilization", "dead", "lost"):
-        raise ScenarioError(f"--slo {m['metric']} has no per-type value: {text!r}")
-    try:
-        value = float(m["value"])
-    except ValueError:
-        raise ScenarioError(f"--slo value must be a number, got {m['value']!r}") from None
-    if not math.isfinite(value):
-        raise ScenarioError(f"--slo value must be a finite number, got {m['value']!r}")
-    return SLO(metric=m["metric"], op=m["op"], value=value, job_type=m["type"])
 
 
 @dataclass
@@ -148,6 +86,7 @@ class _Point:
     runs: list[RunResult] = field(default_factory=list)
     estimates: dict[str, Estimate] = field(default_factory=dict)
     checks: dict[str, str] = field(default_factory=dict)
+    peak_checks: dict[str, str] = field(default_factory=dict)  # over a profile: the SLOs on the peak hour
     run_length: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -155,9 +94,16 @@ class _Point:
         return not self.run_length.get("unstable") and all(c == "met" for c in self.checks.values())
 
     @property
+    def meets_peak(self) -> bool:
+        return not self.run_length.get("unstable") and all(c == "met" for c in self.peak_checks.values())
+
+    @property
     def decided(self) -> bool:
-        checks = self.checks.values()
-        return bool(self.run_length.get("unstable")) or "failed" in checks or all(c == "met" for c in checks)
+        def settled(checks: Any) -> bool:
+            return "failed" in checks or all(c == "met" for c in checks)
+
+        return bool(self.run_length.get("unstable")) or (settled(self.checks.values())
+                                                        and settled(self.peak_checks.values()))
 
 
 class _Evaluator:
@@ -165,12 +111,15 @@ class _Evaluator:
 
     def __init__(self, scenario: Scenario, slos: Sequence[SLO], paths: Sequence[str], runner: Runner, *, seed: int,
                  max_jobs: int | None, replications: int | str, confidence: float,
-                 progress: Callable[[float], None] | None) -> None:
+                 progress: Callable[[float], None] | None, peak_slos: Sequence[SLO] = ()) -> None:
         self.scenario, self.slos, self.paths, self.runner = scenario, list(slos), list(paths), runner
         self.seed, self.max_jobs, self.confidence, self.progress = seed, max_jobs, confidence, progress
+        self.peak_slos = list(peak_slos)
+        self.judge = "all"  # or "peak": which checks a call's verdicts are (the peak hour's)
+        self.trend = not time_varying(scenario)  # the run-length trend check (not over a profile)
         self.auto = replications == "auto"
         self.start = AUTO_START if self.auto else int(replications)
-        targets = [s.target for s in slos] + [Metric(m) for m in DEFAULT_METRICS]
+        targets = [s.target for s in [*slos, *self.peak_slos]] + [Metric(m) for m in DEFAULT_METRICS]
         self.metrics = list(dict.fromkeys(targets))  # SLO metrics first, no repeats
         self.points: dict[Key, _Point] = {}
         self.runs_done = 0
@@ -192,6 +141,8 @@ class _Evaluator:
                 break
             self.runs_expected += len(open_points) * AUTO_STEP
             self._add_runs(open_points, min(AUTO_STEP, AUTO_MAX - max(len(p.runs) for p in open_points)))
+        if self.judge == "peak":
+            return [self.points[point_key(p, self.paths)].meets_peak for p in batch]
         return [self.points[point_key(p, self.paths)].meets for p in batch]
 
     def _add_runs(self, points: list[_Point], count: int) -> None:
@@ -207,7 +158,7 @@ class _Evaluator:
                 self.progress(min(self.runs_done / max(self.runs_expected, 1), 0.99))
 
         results = run_points(self.runner, self.scenario, [p.params for p in points], seeds,
-                             max_jobs=self.max_jobs, first_part=True, done=done)
+                             max_jobs=self.max_jobs, first_part=self.trend, done=done)
         for p, runs in zip(points, results):
             p.runs.extend(runs)
             self._assess(p)
@@ -217,6 +168,7 @@ class _Evaluator:
         p.estimates = {m.key: estimate([m.measure(s) for s in summaries], self.confidence, bounds=m.bounds)
                        for m in self.metrics}
         p.checks = {str(slo): slo.check(p.estimates[slo.target.key]) for slo in self.slos}
+        p.peak_checks = {str(slo): slo.check(p.estimates[slo.target.key]) for slo in self.peak_slos}
         p.run_length = diagnose(p.runs, self.metrics, self.confidence)
 
 
@@ -242,7 +194,7 @@ def _check_vary(scenario: Scenario, vary: Mapping[str, Sequence[Any]]) -> None:
 def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[Any]], *, seed: int | None = None,
          max_jobs: int | None = None, processes: int | None = None, replications: int | str = 1,
          confidence: float = 0.95, search: str = "grid", minimize: str | Cost | None = None, client: Any = None,
-         progress: Callable[[float], None] | None = None) -> PlanResult:
+         progress: Callable[[float], None] | None = None, peak: float = PEAK_LENGTH) -> PlanResult:
     """Find the cheapest point of ``vary`` that meets every SLO (see the module docstring).
 
     Args:
@@ -257,11 +209,16 @@ def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[An
         minimize: a cost expression over the varied parameters, e.g. ``"workers*concurrency"``.
         client: a ``distributed.Client``: the runs go to its Dask cluster instead of the local pool.
         progress: called with the fraction done (an estimate while replications or bisection adapt).
+        peak: over a rate profile, the length of the peak period judged on its own (default an hour).
 
     Returns:
         A :class:`PlanResult` (a dict): ``{"slo", "points": [{"params", "summary", "meets_slo",
         "replications", "ci", "metrics", "checks", "run_length", "warnings"[, "cost"]}],
         "recommended": params | None, "next": [params], ...}``. ``summary`` is the mean run.
+        Over a rate profile, each point also has ``peak_checks`` and ``meets_peak``, and the result
+        a ``profile`` part: ``{"peak": {"start", "end", "rate", "mean_rate", "slo", "recommended"},
+        "static_peak": static_cost of the peak's answer | None, "static_recommended": ... | None}``
+        (:func:`qsim.analysis.profile.static_cost`).
     """
     if not slos:
         raise ScenarioError("plan needs at least one --slo")
@@ -282,18 +239,24 @@ def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[An
     if cost is not None:
         for params in points:  # an expression undefined somewhere fails now, not after the runs
             cost(params)
+    hour = peak_hour(scenario, peak) if time_varying(scenario) else None
+    peak_slos = [s.during(hour.start, hour.end, "peak") for s in slos] if hour is not None else []
     started = time.monotonic()
     with make_runner(processes=processes, client=client) as runner:
         evaluate = _Evaluator(scenario, slos, paths, runner, seed=scenario.seed if seed is None else seed,
                               max_jobs=max_jobs, replications=replications, confidence=confidence,
-                              progress=progress)
+                              progress=progress, peak_slos=peak_slos)
         lines = len(points) // len(vary[axis]) if axis else len(points)
         evaluate.expect(lines * (2 + math.ceil(math.log2(len(set(vary[axis]))))) if axis else len(points))
         best, _ = recommend(vary, evaluate, axis=axis, cost=cost, want=3 if cost is not None else 1)
+        best_peak: list[dict[str, Any]] = []
+        if hour is not None:
+            evaluate.judge = "peak"
+            best_peak, _ = recommend(vary, evaluate, axis=axis, cost=cost, want=1)
     if progress:
         progress(1.0)
     simulated = [evaluate.points[point_key(p, paths)] for p in points if point_key(p, paths) in evaluate.points]
-    return PlanResult({
+    result = PlanResult({
         "slo": [str(s) for s in slos],
         "vary": {path: list(values) for path, values in vary.items()},
         "replications": replications,
@@ -302,13 +265,24 @@ def plan(scenario: Scenario, slos: Sequence[SLO], vary: Mapping[str, Sequence[An
         "search": {"method": "grid" if axis is None else "bisection", "axis": axis, "grid_points": len(points),
                    "points_simulated": len(simulated), "runs": evaluate.runs_done,
                    "seconds": round(time.monotonic() - started, 3)},
-        "points": [_row(p, cost) for p in simulated],
+        "points": [_row(p, cost, hour is not None) for p in simulated],
         "recommended": best[0] if best else None,
         "next": best[1:],
     })
+    if hour is not None:
+        def static(params: list[dict[str, Any]]) -> dict[str, Any] | None:
+            return static_cost(with_params(scenario, params[0])) if params else None
+
+        result["profile"] = {
+            "peak": {**hour.as_dict(), "slo": [str(s) for s in peak_slos],
+                     "recommended": best_peak[0] if best_peak else None},
+            "static_peak": static(best_peak),
+            "static_recommended": static(best),
+        }
+    return result
 
 
-def _row(p: _Point, cost: Cost | None) -> dict[str, Any]:
+def _row(p: _Point, cost: Cost | None, profiled: bool = False) -> dict[str, Any]:
     row: dict[str, Any] = {
         "params": p.params,
         "summary": mean_summary([r["summary"] for r in p.runs]),
@@ -320,6 +294,9 @@ def _row(p: _Point, cost: Cost | None) -> dict[str, Any]:
         "run_length": {k: v for k, v in p.run_length.items() if k != "warnings"},
         "warnings": list(p.run_length.get("warnings", [])),
     }
+    if profiled:
+        row["peak_checks"] = dict(p.peak_checks)
+        row["meets_peak"] = p.meets_peak
     if cost is not None:
         row["cost"] = cost(p.params)
     return row

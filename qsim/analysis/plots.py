@@ -4,6 +4,9 @@ Every function returns a :class:`matplotlib.figure.Figure` built without
 pyplot (nothing global, safe in a process pool or a CLI); a notebook shows it
 as the last expression of a cell, the CLI saves it with ``fig.savefig``.
 
+- :func:`windows_plot` reads the Summary's ``windows`` of one run or several
+  side by side (model beside engine): arrival rate and throughput, depth and
+  p95 wait over time;
 - :func:`queue_depth`, :func:`wait_distribution`, :func:`wait_over_time`,
   :func:`service_time_tail` and :func:`drain_times` read one run's records;
   :func:`starts_over_time` reads the attempts of one run or several side by side;
@@ -37,7 +40,7 @@ from qsim.analysis.theory import predict
 from qsim.errors import TheoryNotApplicable
 from qsim.scenario import Scenario
 
-__all__ = ["queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
+__all__ = ["windows_plot", "queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
            "starts_over_time", "quantile_comparison", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
            "NOTEBOOK_DPI", "set_notebook_dpi"]
 
@@ -57,6 +60,50 @@ def set_notebook_dpi(dpi: float = NOTEBOOK_DPI) -> None:
     if not dpi > 0:
         raise ValueError(f"dpi must be > 0, got {dpi}")
     matplotlib.rcParams["figure.dpi"] = dpi
+
+
+def windows_plot(summaries: Mapping[str, Mapping[str, Any]] | Mapping[str, Any], *,
+                 slo: SLO | str | None = None, title: str | None = None) -> Figure:
+    """Per-window figures over time: arrival rate and throughput, max depth, p95 wait.
+
+    Args:
+        summaries: one Summary, or several by label (``{"model": ..., "engine": ...}``): one line each.
+        slo: an SLO on ``p95_wait`` (``"p95_wait<=2 in 95% of windows"``) drawn as a line on the wait panel.
+        title: the figure's title (default: the scenario's name).
+
+    Each point is a window, drawn at its middle; a window where no job started has no p95 wait (a gap).
+    """
+    runs = {str(summaries.get("source", "run")): summaries} if "windows" in summaries else dict(summaries)
+    fig = Figure(figsize=(9, 7))
+    rate_ax, depth_ax, wait_ax = fig.subplots(3, 1, sharex=True)
+    for label, summary in runs.items():
+        wins = list(summary.get("windows") or [])
+        if not wins:
+            continue
+        mid = np.array([(w["start"] + w["end"]) / 2 for w in wins])
+        length = np.array([w["end"] - w["start"] for w in wins])
+        line: Any = rate_ax.plot(mid, np.array([w["arrivals"] for w in wins]) / length, label=f"{label} arrivals/s")[0]
+        color = line.get_color()
+        rate_ax.plot(mid, [w["throughput"] for w in wins], linestyle="--", color=color, label=f"{label} throughput")
+        depth_ax.plot(mid, [w["max_depth"] for w in wins], color=color, label=f"{label} max depth")
+        p95 = [np.nan if w["wait_p95"] is None else w["wait_p95"] for w in wins]
+        wait_ax.plot(mid, p95, marker=".", color=color, label=f"{label} p95 wait")
+    goal = parse_slo(slo) if isinstance(slo, str) else slo
+    if goal is not None and goal.metric == "p95_wait":
+        wait_ax.axhline(goal.value, color="red", linestyle=":", linewidth=1, label=f"SLO {goal}")
+    rate_ax.set_ylabel("jobs/s")
+    depth_ax.set_ylabel("jobs waiting")
+    wait_ax.set_ylabel("p95 wait (s)")
+    wait_ax.set_xlabel("time (s)")
+    for ax in (rate_ax, depth_ax, wait_ax):
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper right", fontsize="small")
+    first: Mapping[str, Any] = next(iter(runs.values()), {})
+    wins = first.get("windows") or []
+    length_text = f", {wins[0]['end'] - wins[0]['start']:g} s windows" if wins else ""
+    rate_ax.set_title(title or f"{first.get('scenario', '')}: per window{length_text}")
+    fig.tight_layout()
+    return fig
 
 
 def queue_depth(timeseries: pd.DataFrame, *, title: str = "Queue depth") -> Figure:
@@ -462,7 +509,8 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
     """
     slos = [parse_slo(s) for s in result.get("slo", [])]
     key = metric or (slos[0].target.key if slos else "p95_wait")
-    _metric(key)
+    if not any(slo.target.key == key for slo in slos):
+        _metric(key)
     paths = list(result.get("vary") or (result["points"][0]["params"] if result["points"] else {}))
     vary = result.get("vary") or {}
     widest = max(reversed(paths), key=lambda q: len(set(vary.get(q, ()))), default=None)
@@ -500,7 +548,9 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
                     f"{k.rsplit('.', 1)[-1]} = {v}" for k, v in best.items()))
     for slo in slos:
         if slo.target.key == key:
-            ax.axhline(slo.value, color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
+            ax.axhline(slo.judged[1], color="red", linestyle="--", linewidth=1, label=f"SLO {slo}")
+    if yscale == "symlog" and key.startswith("share_of_windows("):  # a share (0..1): linear
+        yscale = "linear"
     if yscale == "symlog":
         ax.set_yscale("symlog", linthresh=0.1)
     else:

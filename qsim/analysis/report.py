@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from qsim.analysis.runlength import MIN_TAIL_JOBS
+from qsim.analysis.windowed import WindowMetric, parse_windowed, split_scope
 from qsim.display import bullets, page, para, table
 
 __all__ = ["PlanResult", "figure"]
@@ -26,6 +27,15 @@ def figure(metric: Mapping[str, Any] | None) -> str:
     return f"{mean:.3g}" if half is None else f"{mean:.3g} ± {half:.2g}"
 
 
+def _metric_key(slo: str) -> str:
+    """The key of an SLO's per-run value in a point's ``metrics``: ``p95_wait``, ``share_of_windows(p95_wait<=2)``."""
+    body, scope, _ = split_scope(slo)
+    if scope == "run":
+        return body.split("<", 1)[0].split(">", 1)[0].strip()
+    metric, op, value = parse_windowed(body, slo)
+    return WindowMetric(metric, op, value, scope).key
+
+
 def _params(params: Mapping[str, Any] | None) -> str:
     if params is None:
         return "none"
@@ -37,7 +47,7 @@ class PlanResult(dict[str, Any]):
 
     def shown_metrics(self) -> list[str]:
         """The metric columns of the tables: each SLO's metric, then p95 wait and utilization."""
-        keys = [s.split("<", 1)[0].split(">", 1)[0] for s in self.get("slo", [])]
+        keys = [_metric_key(s) for s in self.get("slo", [])]
         return list(dict.fromkeys(keys + ["p95_wait", "utilization"]))
 
     def _cells(self, point: Mapping[str, Any]) -> list[str]:
@@ -90,13 +100,18 @@ class PlanResult(dict[str, Any]):
         paths = list(self.get("vary", {}))
         metrics = self.shown_metrics()
         has_cost = self.get("minimize") is not None
-        head = self._headers() + metrics + (["cost"] if has_cost else []) + ["runs", "meets"]
+        profiled = bool(self.get("profile"))
+        head = self._headers() + metrics + (["cost"] if has_cost else []) + ["runs", "meets"] + \
+            (["peak"] if profiled else [])
         rows = []
         for p in self["points"]:
             row = [str(p["params"][k]) for k in paths] + self._cells(p)
             if has_cost:
                 row.append(f"{p['cost']:.4g}")
-            rows.append(row + [str(p.get("replications", 1)), self._verdict(p)])
+            row += [str(p.get("replications", 1)), self._verdict(p)]
+            if profiled:
+                row.append("yes" if p.get("meets_peak") else "no")
+            rows.append(row)
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
         lines = [f"SLO {' and '.join(self.get('slo', []))}" + self._how()]
         lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths)))
@@ -106,7 +121,29 @@ class PlanResult(dict[str, Any]):
                                         else "none of these values meets the SLO"))
         for i, params in enumerate(self.get("next", []), start=2):
             lines.append(f"{'next' if i == 2 else '    '} ({i}): {_params(params)}")
+        lines += self.profile_lines()
         return "\n".join(lines)
+
+    def profile_lines(self) -> list[str]:
+        """Over a rate profile: the peak hour, its answer, and what static sizings cost over the profile."""
+        prof = self.get("profile")
+        if not prof:
+            return []
+        peak = prof["peak"]
+        lines = [f"peak: [{peak['start']:g}, {peak['end']:g}) s, {peak['rate']:.4g} jobs/s expected "
+                 f"(the run's mean {peak['mean_rate']:.4g}); judged on its windows alone "
+                 f"({' and '.join(peak['slo'])}): "
+                 + (_params(peak["recommended"]) if peak["recommended"] is not None else "none of these values")]
+
+        def cost(what: str, c: Mapping[str, Any] | None) -> None:
+            if c is not None:
+                workers = ", ".join(f"{n} {pool}" for pool, n in c["workers"].items())
+                lines.append(f"{what} held over the profile ({c['span'][1] - c['span'][0]:g} s): "
+                             f"{c['worker_hours']:.4g} worker-hours (workers: {workers})")
+
+        cost("static sizing for the peak", prof.get("static_peak"))
+        cost("static sizing recommended", prof.get("static_recommended"))
+        return lines
 
     def _how(self) -> str:
         search = self.get("search", {})

@@ -35,6 +35,7 @@ from typing import Any
 from qsim.analysis.metrics import Metric
 from qsim.analysis.runner import FIRST_PART, RunResult
 from qsim.analysis.stats import estimate
+from qsim.analysis.windowed import WindowMetric
 
 __all__ = ["MIN_TAIL_JOBS", "TREND_RATIO", "diagnose"]
 
@@ -44,7 +45,7 @@ MIN_TAIL_JOBS = 10
 TREND_RATIO = 1.25
 
 
-def _tail_jobs(metric: Metric, summary: dict[str, Any]) -> float | None:
+def _tail_jobs(metric: Metric | WindowMetric, summary: dict[str, Any]) -> float | None:
     q, n = metric.quantile, metric.sample_size(summary)
     return None if q is None or n is None else n * (1.0 - q)
 
@@ -76,7 +77,7 @@ def _trend(runs: Sequence[RunResult], confidence: float) -> dict[str, Any] | Non
     return {"unstable": unstable, "first_wait_mean": first_mean, "rest_wait_mean": rest_mean}
 
 
-def diagnose(runs: Sequence[RunResult], metrics: Sequence[Metric], confidence: float = 0.95) -> dict[str, Any]:
+def diagnose(runs: Sequence[RunResult], metrics: Sequence[Metric | WindowMetric], confidence: float = 0.95) -> dict[str, Any]:
     """The run-length checks of one point over its runs.
 
     Returns ``{"unstable": bool, "trend": {"first_wait_mean", "rest_wait_mean"} | None,

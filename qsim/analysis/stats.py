@@ -104,6 +104,8 @@ def _mean_of(values: Sequence[Any]) -> Any:
     if isinstance(first, Mapping):
         keys = [k for k in first if all(isinstance(v, Mapping) and k in v for v in values)]
         return {k: _mean_of([v[k] for v in values]) for k in keys}
+    if isinstance(first, list) and all(isinstance(v, list) for v in values):  # the windows: those every run has
+        return [_mean_of([v[i] for v in values]) for i in range(min(len(v) for v in values))]
     if isinstance(first, bool) or not isinstance(first, (int, float)) or first is None:
         return first
     if any(v is None for v in values):
@@ -118,7 +120,8 @@ def mean_summary(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One Summary whose every number is the mean over ``summaries`` (counts rounded to whole jobs).
 
     A figure that is undefined (None) in any run is None; text fields and the
-    seed come from the first run. One Summary comes back as an equal copy.
+    seed come from the first run; ``windows`` are averaged window by window, as
+    many as every run has. One Summary comes back as an equal copy.
     """
     if not summaries:
         raise ValueError("mean_summary needs at least one Summary")

@@ -304,6 +304,12 @@ def _check_structure(scenario: Scenario) -> list[Any]:
         raise TheoryNotApplicable("no job type has arrivals")
     for job in arriving:
         kind = job.arrival.kind if job.arrival is not None else "no"
+        if getattr(job.arrival, "profile", None) is not None:
+            raise TheoryNotApplicable(
+                f"job type {job.name!r} arrives by a rate profile (time-varying load), which closed forms do "
+                "not cover (they assume one steady rate): simulate it (qsim simulate SCENARIO --windows) or "
+                "plan it over its windows (qsim plan SCENARIO --slo 'p95_wait<=2 in 95% of windows' ...)"
+            )
         if kind != "poisson":
             raise TheoryNotApplicable(
                 f"theory needs Poisson arrivals; job type {job.name!r} has {kind} arrivals"
@@ -433,6 +439,13 @@ def predict(scenario: Scenario) -> TheoryResult:
     ack = float(getattr(getattr(scenario, "engine", None), "ack_overhead", 0.0) or 0.0)
     if ack:
         notes.append(f"engine.ack_overhead = {ack} s is not included")
+    engine = getattr(scenario, "engine", None)
+    if getattr(engine, "overhead_by_load", None):
+        notes.append("engine.overhead_by_load is not included")
+    pickup = float(getattr(engine, "pickup_latency", 0.0) or 0.0)
+    if pickup:
+        notes.append(f"engine.pickup_latency = {pickup} s is not included (it adds exactly that to every wait "
+                     "and latency: a constant delay before every job changes no queueing)")
     notes.append("steady state: duration, warmup and seed play no part")
 
     all_exp = all(j.service.kind == "exponential" for j in arriving)

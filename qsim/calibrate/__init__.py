@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from qsim.callable_module import make_callable
+from qsim.calibrate import probe as _probe  # the module, first: the function probe below then keeps the name
 from qsim.calibrate.build import MIN_JOBS, calibrate
 from qsim.calibrate.measured import Measured, QueueConfig, windowed
 from qsim.calibrate.overhead import Overhead
@@ -54,15 +55,18 @@ def _fit(m: Measured, since: Any, until: Any, now: float | None, start: float | 
 
 def from_frame(df: pd.DataFrame, *, since: Any = None, until: Any = None, service: str = "fit",
                arrivals: str = "fit", min_jobs: int = MIN_JOBS, min_fit: int = MIN_FIT,
-               overhead: Overhead | None = None, name: str = "calibrated", label: str = "DataFrame") -> Calibration:
+               overhead: Overhead | None = None, name: str = "calibrated", label: str = "DataFrame",
+               drop_bad_rows: bool = False) -> Calibration:
     """Calibrate from a DataFrame of jobs (the columns of ``jobs.csv``: see :mod:`qsim.calibrate.table`).
 
     ``since``/``until``: seconds on the table's clock, ISO date-times, or
-    durations (``2h``) back from the last enqueue time.
+    durations (``2h``) back from the last enqueue time. An impossible row
+    (``finished`` before ``started``, ...) is a CalibrationError naming its
+    line; with ``drop_bad_rows`` it is left out and the warnings count it.
     """
     options = dict(service=service, arrivals=arrivals, min_jobs=min_jobs, min_fit=min_fit, overhead=overhead,
                    name=name)
-    return _fit(measured_from_table(df, label=label), since, until, None, None, options)
+    return _fit(measured_from_table(df, label=label, drop_bad_rows=drop_bad_rows), since, until, None, None, options)
 
 
 def from_csv(path: str | Path, **options: Any) -> Calibration:
@@ -108,9 +112,7 @@ def from_bullmq(url: str, queues: str | Sequence[str], *, prefix: str = "bull", 
 
 def probe(redis_url: str, **options: Any) -> Overhead:
     """The engine's per-job overhead on this Redis and machine (see :mod:`qsim.calibrate.probe`)."""
-    from qsim.calibrate.probe import probe as run_probe
-
-    return run_probe(redis_url, **options)
+    return _probe.probe(redis_url, **options)
 
 
 def from_any(data: pd.DataFrame | str | os.PathLike[str], queues: str | Sequence[str] | None = None, *,

@@ -1,9 +1,11 @@
 """Calibration plots: one figure per job type (matplotlib, no pyplot, like :mod:`qsim.analysis.plots`).
 
 Left: the measured service CDF (the runs fitted, after the overhead shift)
-against the chosen fit and the other candidates. Right: arrivals per minute
-over the window against the fitted rate (windows shorter than ten minutes
-are counted in bins of a tenth of a minute or more, still shown per minute).
+against the chosen fit and the other candidates. Right: the measured
+arrivals per minute over the window (bars; windows shorter than ten minutes
+in 30 bins, longer ones in bins of a minute or more, at most 240 bins, still
+shown per minute) against the fitted rate: one line for one rate, the rate
+profile's curve (and its change points, dashed) when the rate changes.
 """
 
 from __future__ import annotations
@@ -45,15 +47,26 @@ def _service_axes(ax: Axes, s: ServiceFit) -> None:
 
 def _arrival_axes(ax: Axes, f: TypeFit) -> None:
     a = f.arrival
-    nbins = max(1, int(round(a.span / 60.0))) if a.span >= 600 else 30
+    nbins = min(240, max(1, int(round(a.span / 60.0)))) if a.span >= 600 else 30
     width = a.span / nbins
+    unit, label = (3600.0, "hours") if a.span >= 3 * 3600 else (60.0, "minutes")
     counts, edges = np.histogram(a.times, bins=nbins, range=(0.0, a.span))
-    ax.bar(edges[:-1] / 60.0, counts * (60.0 / width), width=width / 60.0, align="edge", color="tab:blue",
+    ax.bar(edges[:-1] / unit, counts * (60.0 / width), width=width / unit, align="edge", color="tab:blue",
            alpha=0.6, label=f"measured ({width:.3g} s bins)")
-    ax.axhline(a.rate * 60.0, color="tab:red", linewidth=1.5, label=f"fitted {a.kind}: {a.rate * 60:.4g}/min")
-    ax.set_xlabel("minutes into the window")
+    profile = a.profile
+    if profile is None:
+        ax.axhline(a.rate * 60.0, color="tab:red", linewidth=1.5, label=f"fitted {a.kind}: {a.rate * 60:.4g}/min")
+    else:
+        grid = np.linspace(0.0, a.span, 2000)
+        model = a.drift.model if a.drift is not None else profile.shape
+        ax.plot(grid / unit, profile.rate_at(grid) * 60.0, color="tab:red", linewidth=1.5,
+                label=f"fitted {a.kind} ({model}): mean {a.rate * 60:.4g}/min")
+        for i, cp in enumerate(a.drift.change_points if a.drift is not None and model == "steps" else ()):
+            ax.axvline(cp / unit, color="tab:red", linestyle="--", linewidth=0.8,
+                       label="change points" if i == 0 else None)
+    ax.set_xlabel(f"{label} into the window")
     ax.set_ylabel("arrivals per minute")
-    ax.set_title("arrivals per minute")
+    ax.set_title("arrivals per minute: measured vs fitted rate")
     ax.legend(loc="lower right", fontsize="small")
 
 
@@ -70,8 +83,7 @@ def type_figure(f: TypeFit) -> Figure:
 
 
 def write_plots(types: Mapping[str, TypeFit], folder: Path) -> list[Path]:
-    """Write ``<type>.png`` per job type (``{name: fit}``) into ``folder``; returns the paths."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``<type>.png`` per job type (``{name: fit}``) into ``folder`` (which must exist); returns the paths."""
     paths = []
     for name, fit in types.items():
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

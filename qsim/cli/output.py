@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from qsim.cli.common import finite, fmt
+from qsim.outpath import make_out_dir
 from qsim.records import Records
 from qsim.scenario import Scenario
 
@@ -73,18 +74,30 @@ def format_comparison(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _slo_value(x: Any, share: float | None) -> str:
+    """An SLO's per-run value: a figure, or the share of windows meeting it."""
+    return fmt(x) if not share or x is None else f"{100 * x:.3g}% of windows"
+
+
 def format_check(doc: Mapping[str, Any], side: str = "engine") -> str:
     """The verdict table of ``qsim compare --check`` (its ``check`` document) and a last line saying which
     failed; ``side`` names the measured column (``engine``, ``bullmq``)."""
     from qsim.analysis.check import Tolerance, unit_of
 
-    lines = [f"{'quantity':<24}{'model':>11}{side:>11}{'ratio':>8}  {'tolerance':<16}verdict"]
-    for q in doc["quantities"]:
-        tol_text = "-" if q["verdict"] == "skip" else Tolerance(q["rel"], q["abs"]).describe(unit_of(q["quantity"]))
+    tols = ["-" if q["verdict"] == "skip" else
+            Tolerance(q["rel"], q["abs"], share=q.get("share", 1.0)).describe(unit_of(q["quantity"]))
+            for q in doc["quantities"]]
+    width = max([16, *(len(t) + 2 for t in tols)])
+    lines = [f"{'quantity':<24}{'model':>11}{side:>11}{'ratio':>8}  {'tolerance':<{width}}verdict"]
+    for q, tol_text in zip(doc["quantities"], tols):
         ratio = "-" if q["ratio"] is None else f"{q['ratio']:.3f}"
         note = f"  {q['note']}" if q["note"] else ""
         lines.append(f"{q['quantity']:<24}{fmt(q['model']):>11}{fmt(q['engine']):>11}{ratio:>8}  "
-                     f"{tol_text:<16}{q['verdict']:<8}{note}".rstrip())
+                     f"{tol_text:<{width}}{q['verdict']:<8}{note}".rstrip())
+    for slo in doc.get("slo", []):
+        m, e = (_slo_value(slo[k], slo.get("share")) for k in ("model", "engine"))
+        lines.append(f"slo {slo['slo']}: model {m} ({'met' if slo['model_met'] else 'missed'}), "
+                     f"{side} {e} ({'met' if slo['engine_met'] else 'MISSED'})")
     checked = [q for q in doc["quantities"] if q["verdict"] != "skip"]
     if doc["passed"]:
         lines.append(f"\ncheck passed: {len(checked)} of {len(checked)} quantities within tolerance")
@@ -95,12 +108,13 @@ def format_check(doc: Mapping[str, Any], side: str = "engine") -> str:
 
 
 def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: Mapping[str, Any], scenario: Scenario,
-                  records: Records | None = None) -> None:
+                  records: Records | None = None, *, option: str = "--out") -> None:
     """jobs.csv, attempts.csv, drains.csv (when processes were stopped), timeseries.csv,
-    summary.json and the PNG plots into ``out``."""
+    summary.json and the PNG plots into ``out`` (created if missing, one level: its parent
+    must exist, see :mod:`qsim.outpath`)."""
     from qsim.analysis import plots
 
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(out, option)
     jobs.to_csv(out / "jobs.csv", index=False)
     if records is not None:
         records.attempts.to_csv(out / "attempts.csv", index=False)

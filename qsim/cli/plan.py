@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import EXIT_BAD_INPUT, EXIT_OK, Progress, err, load_scenario, nonneg_int, pos_int, print_json
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, load_scenario, nonneg_int, pos_float, pos_int,
+                              print_json)
+from qsim.cli.windows import apply_window
 from qsim.errors import ScenarioError
+from qsim.outpath import out_file
 
 __all__ = ["register", "cmd_plan", "replications_arg", "confidence_arg"]
 
@@ -59,11 +61,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from qsim.analysis.plan import parse_slo, plan
     from qsim.analysis.runner import connect_dask
 
-    scenario = load_scenario(args.scenario)
+    scenario = apply_window(load_scenario(args.scenario), args.window)
     slos = [parse_slo(text) for text in args.slo]
     vary = _vary(args.vary)
-    if args.plot and not Path(args.plot).resolve().parent.is_dir():
-        raise ScenarioError(f"--plot {args.plot}: no directory {str(Path(args.plot).resolve().parent)!r}")
+    if args.plot is not None:
+        out_file(args.plot, "--plot")  # before the runs: a path that cannot be written is refused first
     client = None
     if args.dask:
         try:
@@ -75,7 +77,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         result = plan(scenario, slos, vary, seed=args.seed, max_jobs=args.jobs, processes=args.processes,
                       replications=args.replications, confidence=args.confidence, search=args.search,
-                      minimize=args.minimize, client=client, progress=progress)
+                      minimize=args.minimize, client=client, progress=progress, peak=args.peak)
     finally:
         progress.close()
         if client is not None:
@@ -105,7 +107,8 @@ def register(sub: Any) -> None:
                     "the lower for >=). Cheapest: by --minimize, else the first in ascending order.")
     p.add_argument("scenario", help="scenario TOML file or built-in name")
     p.add_argument("--slo", action="append", required=True, metavar="EXPR",
-                   help="objective like p95_wait<=2, p99_latency[cut]<5, utilization<=0.8 (repeatable)")
+                   help="objective like p95_wait<=2, p99_latency[cut]<5, utilization<=0.8; over the run's windows: "
+                        "'p95_wait<=2 in 95%% of windows' or 'p95_wait<=2 in every window' (repeatable)")
     p.add_argument("--vary", action="append", required=True, metavar="PATH=VALUES",
                    help="e.g. pools.craftsmen.concurrency=1:64, pools.p.workers=1,2,4 (repeatable: a grid)")
     p.add_argument("--replications", type=replications_arg, default=1, metavar="R|auto",
@@ -123,7 +126,12 @@ def register(sub: Any) -> None:
     p.add_argument("--dask", metavar="tcp://HOST:PORT", help="run the points on this Dask scheduler's cluster "
                    "(needs qsim[dask]; default: a local process pool)")
     p.add_argument("--plot", metavar="FILE.png", help="write a PNG: the first SLO's metric per point with its "
-                   "interval, the SLO line, the recommendation")
+                   "interval, the SLO line, the recommendation (its folder must exist)")
+    p.add_argument("--window", type=pos_float, metavar="S",
+                   help="length of the windows the windowed SLOs judge (default: the scenario's window, else 60)")
+    p.add_argument("--peak", type=pos_float, default=3600.0, metavar="S",
+                   help="over a rate profile: the length of the peak period whose windows are also judged alone "
+                        "(default 3600: the peak hour)")
     p.add_argument("--seed", type=nonneg_int, help="replication r uses SEED + r (default: the scenario's seed)")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs in each run")
     p.add_argument("--processes", type=pos_int, metavar="N", help="parallel runs (default: every core)")

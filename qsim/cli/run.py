@@ -10,23 +10,31 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, load_scenario, nonneg_float, nonneg_int, pos_int,
-                              print_json)
+from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, finite, load_scenario, nonneg_float, nonneg_int,
+                              pos_int, print_json, redis_url, resolve_redis_url)
 from qsim.cli.output import format_check, format_comparison, format_summary, write_outputs
+from qsim.cli.windows import (add_window_args, apply_window, format_window_comparison, format_windows,
+                              write_windows)
+from qsim.outpath import out_dir
 
 __all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
 
 
 @contextlib.contextmanager
 def redis_for(args: argparse.Namespace) -> Iterator[str]:
-    """The Redis URL to run against, starting a throwaway server when none is given."""
-    url = args.redis or os.environ.get("REDIS_URL")
+    """The Redis URL to run against, starting a throwaway server when none is given.
+
+    Raises:
+        UsageError: the URL (``--redis`` or ``$REDIS_URL``) is malformed, or not local and not confirmed.
+    """
+    url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if url:
         from qsim.safety import require_local_or_confirmed
 
@@ -54,16 +62,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a scenario on the engine and print the measured Summary."""
     from qsim.harness.run import check_supported
 
-    scenario = load_scenario(args.scenario)
+    scenario = apply_window(load_scenario(args.scenario), args.window)
     check_supported(scenario)  # bad input is refused before any process starts
+    if args.out is not None:
+        out_dir(args.out, "--out")
     with redis_for(args) as url:
         result = _engine(args, scenario, url)
     if args.out:
         write_outputs(Path(args.out), result.jobs, result.timeseries, result.summary, scenario, result.records)
+        write_windows(Path(args.out), {"engine": result.summary}, scenario)
     if args.json:
         print_json(result.summary)
     else:
         print(format_summary(result.summary))
+        if args.windows:
+            print()
+            print(format_windows(result.summary))
     return EXIT_OK
 
 
@@ -76,7 +90,7 @@ def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
 
     check_supported(scenario, compare=True)
     queue_map(scenario, args.queue or [])  # bad --queue values are refused before anything runs
-    url = args.redis or os.environ.get("REDIS_URL")
+    url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if not url:
         raise ScenarioError("--target bullmq needs --redis URL (or $REDIS_URL): the Redis your BullMQ workers use")
     require_local_or_confirmed(url, args.i_know_this_is_not_local)
@@ -90,19 +104,24 @@ def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Run the model and the engine (or BullMQ) on one scenario and print both with their ratios; with
-    ``--check``, the verdict per quantity, and exit 1 when one is out of tolerance."""
-    from qsim.analysis.check import check, check_document, load_tolerances, quantities_of
+    ``--check``, the verdict per quantity (and per ``--slo``), and exit 1 when one is out of tolerance
+    (or the measured run misses an SLO)."""
+    from qsim.analysis.check import check, check_document, judge_slos, load_tolerances, quantities_of
     from qsim.analysis.compare import compare
+    from qsim.analysis.plan import parse_slo
     from qsim.harness.run import check_supported
 
-    scenario = load_scenario(args.scenario)
+    scenario = apply_window(load_scenario(args.scenario), args.window)
     if args.target == "qsim":
         if args.queue or args.prefix:
             from qsim.errors import ScenarioError
 
             raise ScenarioError("--queue and --prefix name BullMQ queues: use them with --target bullmq")
         check_supported(scenario)
-    checking = args.check or args.tolerance is not None
+    if args.out is not None:
+        out_dir(args.out, "--out")  # before anything runs: a path that cannot be written is refused first
+    slos = [parse_slo(text) for text in args.slo or []]
+    checking = args.check or args.tolerance is not None or bool(slos)
     # a bad tolerance file is refused (exit 2) before anything runs
     tolerances = load_tolerances(args.tolerance, quantities_of(scenario)) if args.tolerance is not None else None
     if args.target == "bullmq":
@@ -116,11 +135,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
     if checking:
-        doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario))
+        doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario),
+                                      judge_slos(slos, doc["model"], doc["engine"]))
+    if args.out:
+        write_windows(Path(args.out), {"model": doc["model"], "engine": doc["engine"]}, scenario)
+        (Path(args.out) / "comparison.json").write_text(json.dumps(finite(doc), indent=2, allow_nan=False) + "\n")
     if args.json:
         print_json(doc)
     else:
         print(format_comparison(doc))
+        if args.windows:
+            print()
+            print(format_window_comparison(doc["model"], doc["engine"]))
         if checking:
             print()
             print(format_check(doc["check"], side=str(doc["engine"].get("source") or "engine")))
@@ -129,8 +155,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
-    p.add_argument("--redis", metavar="URL", help="Redis to run on (default: $REDIS_URL, else a throwaway "
-                                                  "redis-server started for this command)")
+    p.add_argument("--redis", type=redis_url, metavar="URL",
+                   help="Redis to run on (default: $REDIS_URL, else a throwaway redis-server started for this "
+                        "command)")
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="add only the first N jobs")
     p.add_argument("--drain-timeout", type=nonneg_float, metavar="S",
@@ -141,6 +168,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--i-know-this-is-not-local", action="store_true",
                    help="allow a Redis that is not on this machine (a run adds and deletes many keys)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    add_window_args(p)
 
 
 def register(sub: Any) -> None:
@@ -150,7 +178,8 @@ def register(sub: Any) -> None:
                                    "the planned arrivals, real signals for events. Prints the same Summary as "
                                    "`qsim simulate`, measured.")
     _common(p)
-    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots "
+                   "(DIR is created if missing; its parent must exist)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("compare", help="model and engine side by side, with ratios; --check: a verdict",
                        description="Simulate SCENARIO and run it on the engine; print both Summaries and "
@@ -173,4 +202,10 @@ def register(sub: Any) -> None:
                    help="with --target bullmq: the BullMQ queue (repeat for several: SCENARIO_QUEUE=BULLMQ_QUEUE, "
                         "or a scenario queue's own name)")
     p.add_argument("--prefix", metavar="P", help="with --target bullmq: BullMQ's key prefix (default bull)")
+    p.add_argument("--slo", action="append", metavar="EXPR",
+                   help="an objective the engine's run must meet (implies --check; repeatable): p95_wait<=2, "
+                        "'p95_wait<=2 in 95%% of windows', 'p95_wait<=2 in every window'")
+    p.add_argument("--out", metavar="DIR", help="write comparison.json, windows.csv and windows.png (rate, depth "
+                                                "and p95 wait over time, model beside engine; DIR is created if "
+                                                "missing, its parent must exist)")
     p.set_defaults(func=cmd_compare)

@@ -8,6 +8,8 @@ from typing import Any
 
 from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
 from qsim.cli.output import format_summary, format_theory, write_outputs
+from qsim.cli.windows import add_window_args, apply_window, format_windows, write_windows
+from qsim.outpath import out_dir
 
 __all__ = ["register", "cmd_simulate", "cmd_theory"]
 
@@ -16,7 +18,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """Run the model on a scenario and print its Summary."""
     from qsim.model import simulate
 
-    scenario = load_scenario(args.scenario)
+    scenario = apply_window(load_scenario(args.scenario), args.window)
+    if args.out is not None:
+        out_dir(args.out, "--out")  # before the run: a path that cannot be written is refused first
     progress = Progress(f"simulate {scenario.name}")
     try:
         result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress)
@@ -26,12 +30,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         assert result.records is not None  # simulate() keeps the records unless records=False
         write_outputs(Path(args.out), result.records.jobs, result.timeseries, result.summary, scenario,
                       result.records)
+        write_windows(Path(args.out), {"model": result.summary}, scenario)
     if args.json:
         print_json(result.summary)
     else:
         print(format_summary(result.summary))
+        if args.windows:
+            print()
+            print(format_windows(result.summary))
+        if scenario.engine.overhead_by_load:  # which row of the table the model applied
+            from qsim.load_overhead import engine_overhead
+
+            o = engine_overhead(scenario)
+            print(f"\nengine overhead: fetch {o.fetch * 1e3:.3g} ms + ack {o.ack * 1e3:.3g} ms per attempt, "
+                  f"{o.source}")
         if args.out:
-            print(f"\nwrote {args.out}/: jobs.csv timeseries.csv summary.json queue_depth.png wait_distribution.png")
+            print(f"\nwrote {args.out}/: jobs.csv timeseries.csv summary.json windows.csv queue_depth.png "
+                  "wait_distribution.png windows.png")
     return EXIT_OK
 
 
@@ -56,7 +71,9 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
     p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
-    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json, windows.csv and "
+                                                "PNG plots (DIR is created if missing; its parent must exist)")
+    add_window_args(p)
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("theory", help="closed-form prediction (Erlang C, Allen-Cunneen, Cobham)",

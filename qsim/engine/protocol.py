@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from qsim.engine.keys import QueueKeys
 from qsim.engine.scripts import Call
+from qsim.shared_settings import DEFAULT_EVENTS_MAXLEN
 
 __all__ = [
     "JobSpec",
@@ -48,8 +49,8 @@ __all__ = [
 
 #: Priorities run from 0 (first) to MAX_PRIORITY; the wait score is priority * 2**32 + seq.
 MAX_PRIORITY = 2**20 - 1
-#: Approximate cap of each queue's event stream (the default of producers and workers).
-EVENTS_MAXLEN = 10_000
+#: Approximate cap of each queue's event stream (the default of producers and workers; a worker setting).
+EVENTS_MAXLEN = DEFAULT_EVENTS_MAXLEN
 
 COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
 FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}

@@ -111,11 +111,12 @@ class Op(Generic[T]):
     """Calls sent in one round trip and the function that reads their replies.
 
     ``parse`` may return another :class:`Op` to continue (e.g. list ids, then
-    read their hashes); the sync and async executors follow the chain.
+    read their hashes); the sync and async executors follow the chain. ``T`` is
+    what the chain ends with: :func:`run_op` returns it.
     """
 
     calls: list[Call]
-    parse: Callable[[list[Any]], Any]
+    parse: Callable[[list[Any]], T | Op[T]]
 
 
 class ScriptSet:
@@ -238,7 +239,7 @@ def run_op(client: Any, scripts: ScriptSet, op: Op[T], where: str) -> T:
         while True:
             result = op.parse(run_calls(client, scripts, op.calls))
             if not isinstance(result, Op):
-                return result  # type: ignore[no-any-return]
+                return result
             op = result
 
 
@@ -248,5 +249,5 @@ async def run_op_async(client: Any, scripts: ScriptSet, op: Op[T], where: str) -
         while True:
             result = op.parse(await run_calls_async(client, scripts, op.calls))
             if not isinstance(result, Op):
-                return result  # type: ignore[no-any-return]
+                return result
             op = result

@@ -32,12 +32,12 @@ import redis.asyncio
 
 from qsim.display import summary_html, summary_line
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
-from qsim.errors import HarnessError, NotSupportedError, QsimError
+from qsim.errors import NotSupportedError, QsimError, RedisUnavailable
 from qsim.harness.aio import run_sync
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.harness.processes import WorkerProcesses, apply_limits
-from qsim.safety import display_url
+from qsim.safety import unreachable
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
 from qsim.summary import Summary, summarize
@@ -108,7 +108,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         await client.ping()
     except (redis.RedisError, OSError) as e:
         await client.aclose()
-        raise HarnessError(f"cannot reach Redis at {display_url(url)}: {e}") from e
+        raise RedisUnavailable(unreachable(url, e)) from e
     queues = {q.name: AsyncQueue(q.name, redis=url, prefix=prefix) for q in scenario.queues}
     pools = WorkerProcesses(scenario, url, prefix=prefix, ready_key=f"{prefix}:harness:ready", logdir=logdir)
     try:
@@ -118,8 +118,9 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         t0 = await _redis_now(client)
         loop_t0 = asyncio.get_running_loop().time()
         slot_changes = [(0.0, scenario.slots)]
+        processes = {p.name: [(0.0, p.workers)] for p in scenario.pools}
         added: dict[str, PlannedJob] = {}
-        events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0, slot_changes))
+        events = asyncio.create_task(_events(scenario, pools, client, loop_t0, t0, slot_changes, processes))
         try:
             async with FlowProducer(redis=url, prefix=prefix) as flows:
                 await _produce(plan, scenario, queues, flows, added, loop_t0, progress, len(plan))
@@ -138,7 +139,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
             logger.warning("%s", unsettled_message(unsettled, drain.timeout))
         exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
         infos = [info for q in queues.values() for info in await q.job_records()]
-        records = _records(infos, added, t0, slot_changes)
+        records = _records(infos, added, t0, slot_changes, processes)
         if not keep:
             await _delete_keys(client, prefix)
     finally:
@@ -146,7 +147,8 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         for q in queues.values():
             await q.close()
         await client.aclose()
-    summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup)
+    summary = summarize(records, scenario=scenario.name, source="engine", seed=seed, warmup=scenario.warmup,
+                        window=scenario.window_length)
     return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
                         exit_codes=exit_codes, prefix=prefix, drain_timeout=drain.timeout, unsettled=unsettled)
 
@@ -187,8 +189,10 @@ def _item(job: PlannedJob, scenario: Scenario, *, with_queue: bool = False) -> t
 
 
 async def _events(scenario: Scenario, pools: WorkerProcesses, client: redis.asyncio.Redis, loop_t0: float,
-                  t0: float, slot_changes: list[tuple[float, int]]) -> None:
-    """Carry out the scenario's events at their times: real signals, real new processes."""
+                  t0: float, slot_changes: list[tuple[float, int]],
+                  processes: dict[str, list[tuple[float, int]]]) -> None:
+    """Carry out the scenario's events at their times: real signals, real new processes (their times
+    go to ``slot_changes`` and, per pool, ``processes``)."""
     loop = asyncio.get_running_loop()
     for event in sorted(scenario.events, key=lambda e: e.at):
         delay = loop_t0 + event.at - loop.time()
@@ -199,15 +203,20 @@ async def _events(scenario: Scenario, pools: WorkerProcesses, client: redis.asyn
             ids = await asyncio.to_thread(pools.apply, event)
             now = await _redis_now(client) - t0
             slot_changes.append((now, slot_changes[-1][1] + len(ids) * concurrency))
+            delta = len(ids)
         else:
             now = await _redis_now(client) - t0
             ids = pools.apply(event)
             slot_changes.append((now, slot_changes[-1][1] - len(ids) * concurrency))
+            delta = -len(ids)
+        if delta:
+            steps = processes[event.pool]
+            steps.append((now, steps[-1][1] + delta))
         logger.info("t=%.2f %s %s: %s", now, event.kind, event.pool, ", ".join(ids) or "no process left")
 
 
 def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
-             slot_changes: list[tuple[float, int]]) -> Records:
+             slot_changes: list[tuple[float, int]], processes: dict[str, list[tuple[float, int]]]) -> Records:
     """JobRecords from the stored jobs; an added job Redis no longer has is ``lost``.
 
     A fan-out child is expected once its parent has completed (the handler adds
@@ -252,7 +261,8 @@ def _records(infos: list[JobInfo], added: dict[str, PlannedJob], t0: float,
         if job_id not in found:
             row(job_id, job.type, job.queue, job.priority, job.at, nan, nan, 0, 0, 0, "", "lost", job.parent)
     jobs = jobs_frame(cols).sort_values("enqueued", kind="stable").reset_index(drop=True)
-    return Records(jobs=jobs, attempts=attempts_frame(att), slots=tuple(slot_changes))
+    return Records(jobs=jobs, attempts=attempts_frame(att), slots=tuple(slot_changes),
+                   workers={name: tuple(steps) for name, steps in processes.items()})
 
 
 def _timeseries(jobs: pd.DataFrame) -> pd.DataFrame:

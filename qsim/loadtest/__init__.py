@@ -14,9 +14,10 @@ A locustfile::
     register(events)  # --redis-url, --scenario, --i-know-this-is-not-local, ...
 
 - :class:`~qsim.loadtest.users.ProducerUser`: adds the scenario's jobs at its
-  rates (constant pacing), ``burst`` and ``trace`` types at their drawn times
-  (:mod:`~qsim.loadtest.schedule`), flows with their children; request type
-  ``enqueue``, name = job type.
+  rates (constant pacing), ``burst``, ``trace`` and ``profile`` types at their
+  drawn times (:mod:`~qsim.loadtest.schedule`), flows with their children;
+  request type ``enqueue``, name = job type. ``--time-scale`` compresses the
+  scenario's clock with its rates kept (:mod:`~qsim.loadtest.timescale`).
 - :class:`~qsim.loadtest.users.QueueObserverUser`: reads the queues' event
   streams and reports each ended job of the run as request type ``job``
   (latency, enqueue -> completion) and ``wait`` (enqueue -> start), from

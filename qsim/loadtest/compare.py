@@ -1,7 +1,9 @@
 """The model's prediction for what a load test just measured (``--compare-model``).
 
 The load test adds the scenario's jobs for a window at scaled rates with its
-own pacing (``burst`` and ``trace`` types on their drawn schedule), and plays
+own pacing (``burst``, ``trace`` and ``profile`` types on their drawn schedule),
+on the scenario's clock as ``--time-scale`` compresses it (the scenario given
+here is the time-scaled one, :func:`qsim.loadtest.timescale.time_scaled`), and plays
 the scenario's ``[[events]]`` only on pools it started itself;
 :func:`load_test_scenario` is the scenario that describes exactly that:
 duration = the window, no warm-up, the events or none, and as arrivals either
@@ -15,8 +17,10 @@ duration = the window, no warm-up, the events or none, and as arrivals either
 - the rates times the scale, ``constant`` (``--pacing constant``: exact for one
   producer and one type, an approximation otherwise) or ``poisson``
   (``--pacing poisson``), scheduled types (and all with ``--pacing
-  scenario``) as drawn, sped up by the scale, pooled over replications
-  (distributed runs, whose master does not see the enqueue times).
+  scenario``) as drawn, sped up by the scale (a rate profile: its times
+  divided and its rates multiplied by the scale, repeating like the
+  load test's schedule when the window outlasts it), pooled over
+  replications (distributed runs, whose master does not see the enqueue times).
 
 :func:`predict` gives each job type's wait and latency percentiles, the
 quantities of the ``wait`` and ``job`` rows of the Locust statistics.
@@ -37,8 +41,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim.dists import Arrival, BurstArrivals, ConstantArrivals, PoissonArrivals, TraceArrivals
+from qsim.dists import (Arrival, BurstArrivals, ConstantArrivals, PoissonArrivals, ProfileArrivals, RateProfile,
+                        TraceArrivals)
 from qsim.loadtest.schedule import SCHEDULED_KINDS
+from qsim.loadtest.timescale import scaled_profile
 from qsim.model import simulate
 from qsim.scenario import Scenario
 
@@ -63,7 +69,8 @@ def load_test_scenario(scenario: Scenario, *, scale: float, window: float, pacin
                 at = tuple(sorted(t - start for t in arrivals.get(job.name, ())))
                 arrival: Any = TraceArrivals(path=Path("<load test>"), at=at)
             elif job.arrival.kind in SCHEDULED_KINDS or pacing == "scenario":  # on the drawn schedule, scaled
-                arrival = _sped_up(job.arrival, scale)
+                arrival = _sped_up(job.arrival, scale, scenario.duration / scale if window > scenario.duration / scale
+                                   else None)
             else:
                 rate = float(job.arrival.rate) * scale
                 arrival = PoissonArrivals(rate=rate) if pacing == "poisson" else ConstantArrivals(rate=rate)
@@ -74,15 +81,27 @@ def load_test_scenario(scenario: Scenario, *, scale: float, window: float, pacin
                    events=scenario.events if events else ())
 
 
-def _sped_up(arrival: Arrival, scale: float) -> Arrival:
-    """The same arrival process with every time divided by ``scale`` (its rate times ``scale``)."""
+def _sped_up(arrival: Arrival, scale: float, repeat: float | None = None) -> Arrival:
+    """The same arrival process with every time divided by ``scale`` (its rate times ``scale``); a rate
+    profile without a period of its own repeats every ``repeat`` seconds when given (as the schedule does)."""
     if isinstance(arrival, TraceArrivals):
         return TraceArrivals(path=arrival.path, at=tuple(t / scale for t in arrival.at))
+    if isinstance(arrival, ProfileArrivals):
+        return ProfileArrivals(profile=_sped_profile(arrival.profile, scale, repeat))
     if isinstance(arrival, BurstArrivals):
+        if arrival.profile is not None:
+            return BurstArrivals(size=arrival.size, profile=_sped_profile(arrival.profile, scale, repeat))
         return BurstArrivals(rate=arrival.rate * scale, size=arrival.size)
     if isinstance(arrival, PoissonArrivals):
         return PoissonArrivals(rate=arrival.rate * scale)
     return ConstantArrivals(rate=float(arrival.rate) * scale)
+
+
+def _sped_profile(profile: RateProfile, scale: float, repeat: float | None) -> RateProfile:
+    sped = scaled_profile(profile, 1.0 / scale, scale)
+    if repeat is not None and sped.period is None and sped.points[-1][0] <= repeat:
+        sped = replace(sped, period=repeat)
+    return sped
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:

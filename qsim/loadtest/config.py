@@ -13,6 +13,7 @@ argument                       environment variable               meaning
 ``--i-know-this-is-not-local`` ``QSIM_I_KNOW_THIS_IS_NOT_LOCAL``  allow a non-loopback Redis (staging)
 ``--qsim-prefix P``            ``QSIM_PREFIX``                    key prefix of the queues (default ``qsim``)
 ``--rate-scale X``             ``QSIM_RATE_SCALE``                multiply every arrival rate (default 1)
+``--time-scale S``             ``QSIM_TIME_SCALE``                wall-clock seconds per scenario second (default 1)
 ``--pacing P``                 ``QSIM_PACING``                    ``constant`` (default), ``poisson`` or ``scenario``
 ``--drain S``                  ``QSIM_DRAIN``                     seconds to keep observing after arrivals stop (default 10)
 ``--start-workers``            ``QSIM_START_WORKERS``             start the scenario's pools as local processes
@@ -26,9 +27,13 @@ argument                       environment variable               meaning
 =============================  =================================  ==============================================
 
 ``--pacing``: the gaps between one producer's adds of ``poisson`` and
-``constant`` types; ``burst`` and ``trace`` types (every type with
-``scenario``) follow the scenario's drawn arrival times
+``constant`` types; ``burst``, ``trace`` and ``profile`` types (every type
+with ``scenario``) follow the scenario's drawn arrival times
 (:mod:`qsim.loadtest.schedule`).
+
+``--time-scale``: the scenario's clock compressed with its rates kept (``0.01``
+plays a 24 h profile in 14.4 minutes at the profile's own rates); see
+:mod:`qsim.loadtest.timescale` for exactly what is scaled and what is not.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from qsim.analysis.plan import SLO, parse_slo
 from qsim.bullmq.options import DEFAULT_PREFIX as BULLMQ_PREFIX
 from qsim.engine.connection import DEFAULT_REDIS_URL
 from qsim.loadtest.targets import TARGETS
+from qsim.loadtest.timescale import check_time_scale
 from qsim.safety import CONFIRM_OPTION
 
 __all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER",
@@ -73,6 +79,10 @@ def add_arguments(parser: Any) -> None:
                    help="key prefix of the scenario's queues (default qsim, the engine's default)")
     g.add_argument("--rate-scale", env_var="QSIM_RATE_SCALE", type=float, default=1.0,
                    help="multiply every arrival rate of the scenario (default 1)")
+    g.add_argument("--time-scale", env_var="QSIM_TIME_SCALE", type=float, default=1.0,
+                   help="wall-clock seconds per second of the scenario (default 1): 0.01 plays a 24 h rate profile "
+                        "in 14.4 min at its own rates (the peak at the peak's rate); durations, event times and "
+                        "profile times are scaled, rates and service times kept")
     g.add_argument("--pacing", env_var="QSIM_PACING", choices=PACINGS, default="constant",
                    help="gaps between one producer's adds of poisson/constant types: constant (n/rate) or poisson "
                         "(exponential, mean n/rate: all producers together then form a Poisson process of the "
@@ -118,6 +128,7 @@ class LoadTestConfig:
         confirmed: Whether a non-local Redis was confirmed (:data:`qsim.safety.CONFIRM_OPTION`).
         prefix: Key prefix of the queues (the scenario's queue names under it).
         rate_scale: Factor on every arrival rate.
+        time_scale: Wall-clock seconds per scenario second (:mod:`qsim.loadtest.timescale`).
         pacing: ``constant`` or ``poisson`` gaps between one producer's adds.
         drain: Seconds to keep observing completions after the arrival window.
         start_workers: Start the scenario's pools as local processes.
@@ -137,6 +148,7 @@ class LoadTestConfig:
     confirmed: bool = False
     prefix: str = "qsim"
     rate_scale: float = 1.0
+    time_scale: float = 1.0
     pacing: str = "constant"
     drain: float = 10.0
     start_workers: bool = False
@@ -153,6 +165,7 @@ class LoadTestConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.rate_scale, (int, float)) or not math.isfinite(self.rate_scale) or self.rate_scale <= 0:
             raise ValueError(f"--rate-scale must be a number > 0, got {self.rate_scale!r}")
+        check_time_scale(self.time_scale)
         if self.pacing not in PACINGS:
             raise ValueError(f"--pacing must be one of {', '.join(PACINGS)}, got {self.pacing!r}")
         if not isinstance(self.drain, (int, float)) or not self.drain >= 0:
@@ -197,6 +210,7 @@ class LoadTestConfig:
             confirmed=bool(opt("i_know_this_is_not_local", False)),
             prefix=opt("qsim_prefix", "qsim"),
             rate_scale=float(opt("rate_scale", 1.0)),
+            time_scale=float(opt("time_scale", 1.0)),
             pacing=opt("pacing", "constant"),
             drain=float(opt("drain", 10.0)),
             start_workers=bool(opt("start_workers", False)),

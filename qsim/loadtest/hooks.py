@@ -46,9 +46,10 @@ from qsim.engine.scripts import redis_errors
 from qsim.errors import QsimError
 from qsim.loadtest.compare import comparison_rows, load_test_scenario, predict, write_comparison
 from qsim.loadtest.config import LoadTestConfig, add_arguments
-from qsim.loadtest.mix import arrival_rates
+from qsim.loadtest.mix import peak_rates
 from qsim.loadtest.run import LoadTestRun
 from qsim.loadtest.schedule import scheduled_types
+from qsim.loadtest.timescale import time_scaled
 from qsim.loadtest.thresholds import doomed, run_summary
 from qsim.loadtest.workers import WorkerPool
 from qsim.safety import require_local_or_confirmed
@@ -94,17 +95,18 @@ def _refuse(message: str) -> None:
 
 
 def _check(options: Any) -> tuple[LoadTestConfig, Scenario, float]:
-    """The settings, the scenario and its total rate; raises QsimError/ValueError when refused."""
+    """The settings, the scenario as played (``--time-scale``) and its total rate at the peaks of its
+    rate profiles; raises QsimError/ValueError when refused."""
     config = LoadTestConfig.from_options(options)
     require_local_or_confirmed(config.redis_url, config.confirmed)
-    scenario = load(config.scenario)
+    scenario = time_scaled(load(config.scenario), config.time_scale)
     if config.target == "bullmq":
         from qsim.bullmq.options import check_supported
         from qsim.bullmq.producer import require_package
 
         check_supported(scenario)
         require_package()
-    return config, scenario, sum(arrival_rates(scenario, config.rate_scale).values())
+    return config, scenario, sum(peak_rates(scenario, config.rate_scale).values())
 
 
 def _decide(options: Any, starts: int) -> None:
@@ -120,7 +122,7 @@ def _decide(options: Any, starts: int) -> None:
     options.qsim_window = config.run_time if config.run_time is not None else scenario.duration
     options.qsim_spawn_rate = config.spawn_rate
     prefix = config.bullmq_prefix if config.target == "bullmq" else config.prefix
-    logger.info("qsim load test %s: scenario %s, %.3g jobs/s over %d producer users for %.0f s, Redis %s, "
+    logger.info("qsim load test %s: scenario %s, %.3g jobs/s (at the peak) over %d producer users for %.0f s, Redis %s, "
                 "target %s, prefix %s", options.run_id, scenario.name, rate, options.qsim_producers,
                 options.qsim_window, display_url(config.redis_url), config.target, prefix)
     if config.target == "bullmq" and starts == 0:

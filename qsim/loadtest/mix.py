@@ -3,7 +3,8 @@
 Nothing here imports Locust.
 
 - :func:`arrival_rates`: jobs per second of each job type that arrives on
-  its own (types with an ``arrival``), times the rate scale.
+  its own (types with an ``arrival``), times the rate scale; :func:`peak_rates`
+  the same at a rate profile's peak (what the producers must keep up with).
 - :class:`JobMix`: which type a producer adds next, by smooth weighted
   round-robin over those rates (deterministic: after ``n`` picks each type
   has ``n * rate / total`` of them, within one).
@@ -28,7 +29,7 @@ from qsim.harness.plan import engine_options, job_options, plan_jobs
 from qsim.scenario import Scenario
 from qsim.templates import render
 
-__all__ = ["arrival_rates", "JobMix", "PayloadSource", "NextJob", "PLAN_CAP"]
+__all__ = ["arrival_rates", "peak_rates", "JobMix", "PayloadSource", "NextJob", "PLAN_CAP"]
 
 #: At most this many planned jobs are drawn; a longer run cycles through them.
 PLAN_CAP = 20_000
@@ -42,7 +43,8 @@ def arrival_rates(scenario: Scenario, scale: float = 1.0) -> dict[str, float]:
     """Mean jobs per second of each job type with an ``arrival``, times ``scale``.
 
     A flow parent counts as one job (its children come with it). A ``trace``
-    type's rate is its arrivals within ``duration`` over ``duration``.
+    type's rate is its arrivals within ``duration`` over ``duration``; a
+    profiled type's (``profile``, a ``burst`` with ``points``) its profile's mean.
 
     Raises:
         NotSupportedError: No type arrives at all.
@@ -60,6 +62,16 @@ def arrival_rates(scenario: Scenario, scale: float = 1.0) -> dict[str, float]:
             rates[job.name] = rate
     if not rates:
         raise NotSupportedError(f"{_label(scenario)}: no job type has an arrival rate > 0: nothing to load-test")
+    return rates
+
+
+def peak_rates(scenario: Scenario, scale: float = 1.0) -> dict[str, float]:
+    """:func:`arrival_rates`, with a profiled type at its profile's peak (times ``scale``)."""
+    rates = arrival_rates(scenario, scale)
+    for job in scenario.jobs:
+        profile = getattr(job.arrival, "profile", None)
+        if job.name in rates and profile is not None:
+            rates[job.name] = float(profile.peak) * scale
     return rates
 
 

@@ -33,8 +33,9 @@ from typing import Any
 
 from qsim.errors import EngineError
 from qsim.loadtest.config import LoadTestConfig
-from qsim.loadtest.mix import PayloadSource, arrival_rates
+from qsim.loadtest.mix import PayloadSource, arrival_rates, peak_rates
 from qsim.loadtest.schedule import Schedule, scheduled_types
+from qsim.loadtest.timescale import time_scaled
 from qsim.loadtest.targets import OBSERVED_EVENTS, EngineTarget, Finished, Target
 from qsim.safety import require_local_or_confirmed
 from qsim.scenario import Scenario
@@ -63,13 +64,14 @@ class LoadTestRun:
     Args:
         config: The resolved settings (the safety check runs here).
         node: Distinguishes processes of one distributed run in job ids (``""`` alone).
-        scenario: The scenario, when already loaded (default: ``load(config.scenario)``).
+        scenario: The scenario, when already loaded (default: ``load(config.scenario)``); the run
+            plays it at ``config.time_scale`` (:attr:`scenario` is the time-scaled one).
         share: ``(index, count)``: this process's share of the scheduled arrivals
             (:mod:`qsim.loadtest.schedule`) among ``count`` adding processes.
         target: Where the jobs go (default: :func:`make_target` of ``config``).
 
     Raises:
-        HarnessError: A non-local Redis without the confirmation flag.
+        UsageError: A non-local Redis without the confirmation flag, or a malformed Redis URL.
         ScenarioError: A bad or unsupported scenario.
     """
 
@@ -77,11 +79,13 @@ class LoadTestRun:
                  share: tuple[int, int] = (0, 1), target: Target | None = None) -> None:
         require_local_or_confirmed(config.redis_url, config.confirmed)
         self.config = config
-        self.scenario = scenario if scenario is not None else load(config.scenario)
+        #: The scenario as this run plays it (:func:`~qsim.loadtest.timescale.time_scaled`).
+        self.scenario = time_scaled(scenario if scenario is not None else load(config.scenario), config.time_scale)
         #: Mean jobs per second of every arriving type (flow parents count once).
         self.rates = arrival_rates(self.scenario, config.rate_scale)
         self.total_rate = sum(self.rates.values())
-        self.producers = config.producer_count(self.total_rate)
+        #: Producer users: enough for the peak of the rate profiles (``-u`` decides when given).
+        self.producers = config.producer_count(sum(peak_rates(self.scenario, config.rate_scale).values()))
         #: Arrival window in seconds (``-t``, else the scenario's duration).
         self.window = config.run_time if config.run_time is not None else self.scenario.duration
         scheduled = [t for t in scheduled_types(self.scenario, config.pacing) if t in self.rates]

@@ -1,13 +1,17 @@
-"""The arrival times the producers follow for scheduled job types (``burst``, ``trace``, or all).
+"""The arrival times the producers follow for scheduled job types (``burst``, ``trace``, ``profile``, or all).
 
 Nothing here imports Locust.
 
 A ``poisson`` or ``constant`` type is *paced*: each producer adds at the
 type's mean rate with ``--pacing constant|poisson`` gaps (:mod:`qsim.loadtest.users`).
-A ``burst`` or ``trace`` type is *scheduled*: its jobs are added at the very
-arrival times the scenario's workload draws (:func:`qsim.workload.draw_jobs`,
-the times the model and ``qsim run`` use), so a burst arrives as a burst and a
-trace as recorded. With ``--pacing scenario`` every type is scheduled.
+A ``burst``, ``trace`` or ``profile`` type is *scheduled*: its jobs are added
+at the very arrival times the scenario's workload draws
+(:func:`qsim.workload.draw_jobs`, the times the model and ``qsim run`` use),
+so a burst arrives as a burst, a trace as recorded and a rate profile's jobs
+at its changing rate (its peak at the peak's rate, not the mean). With
+``--pacing scenario`` every type is scheduled. Under ``--time-scale`` the
+scenario given here is already the time-scaled one
+(:func:`qsim.loadtest.timescale.time_scaled`).
 
 :class:`Schedule` yields ``(at, type, n)`` in time order: ``at`` seconds after
 the arrival window opened (the drawn time divided by ``--rate-scale``), and
@@ -30,12 +34,12 @@ from qsim.workload import draw_jobs
 __all__ = ["SCHEDULED_KINDS", "scheduled_types", "Schedule"]
 
 #: Arrival kinds always added on their drawn schedule.
-SCHEDULED_KINDS = ("burst", "trace")
+SCHEDULED_KINDS = ("burst", "trace", "profile")
 
 
 def scheduled_types(scenario: Scenario, pacing: str) -> list[str]:
-    """The arriving job types added on the drawn schedule: ``burst`` and ``trace`` ones,
-    every arriving type with ``pacing == "scenario"``."""
+    """The arriving job types added on the drawn schedule: ``burst``, ``trace`` and ``profile``
+    ones, every arriving type with ``pacing == "scenario"``."""
     return [j.name for j in scenario.jobs if j.arrival is not None
             and (pacing == "scenario" or j.arrival.kind in SCHEDULED_KINDS)]
 

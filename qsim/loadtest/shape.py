@@ -5,9 +5,13 @@ the shape keeps the right number of users running for as long as the
 scenario says:
 
 - users: the producer users (``-u``, or enough that each adds at most
-  :data:`~qsim.loadtest.config.MAX_RATE_PER_PRODUCER` jobs/s) plus the one
-  observer; all started within about 0.1 s unless ``-r`` says otherwise;
-- for the arrival window (``-t``, or the scenario's ``duration``), counted from
+  :data:`~qsim.loadtest.config.MAX_RATE_PER_PRODUCER` jobs/s at the peak of
+  the scenario's rate profiles) plus the one observer; all started within
+  about 0.1 s unless ``-r`` says otherwise. The number stays the same through
+  the window: a rate profile is followed by the producers' schedule
+  (:mod:`~qsim.loadtest.schedule`), idle producers wait for their next add;
+- for the arrival window (``-t``, or the scenario's ``duration`` times
+  ``--time-scale``, :mod:`~qsim.loadtest.timescale`), counted from
   the moment the window opened (after ``--start-workers`` pools are up);
 - then up to ``--drain`` seconds more, so the jobs still queued or running
   finish and their latencies are reported (it stops as soon as every job
@@ -39,13 +43,13 @@ class ScenarioShape(LoadTestShape):
     use_common_options = True  # -u, -r, -t are read (through the options qsim fixed at init)
 
     def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+        super().__init__()
         self._plan: tuple[int, float, float, float] | None = None
         self._plan_run: object = None
 
     def reset_time(self) -> None:
         """Called by Locust at each start: the options may have changed (web UI)."""
-        super().reset_time()  # type: ignore[no-untyped-call]
+        super().reset_time()
         self._plan = None
 
     def plan(self) -> tuple[int, float, float, float]:
@@ -70,7 +74,7 @@ class ScenarioShape(LoadTestShape):
         if run is None or run.t0 is None:
             # Before the first start (test_start opens the window) keep asking for the users;
             # a run that could not start has asked the runner to quit already.
-            started: float = self.get_run_time()  # type: ignore[no-untyped-call]
+            started: float = self.get_run_time()
             if started > 5.0 and self.runner.environment.process_exit_code:
                 return None
             return users, spawn

@@ -62,13 +62,13 @@ def run_summary(run: LoadTestRun, fates: Mapping[str, str] | None = None, *, sou
         cols[key] = [v - t0 for v in cols[key]]
     label = source or ("bullmq" if run.config.target == "bullmq" else "engine")
     return summarize(Records(jobs=jobs_frame(cols)), scenario=run.scenario.name, source=label,
-                     seed=run.scenario.seed)
+                     seed=run.scenario.seed, window=run.scenario.window_length)
 
 
 def max_jobs(run: LoadTestRun) -> dict[str | None, int]:
     """The most jobs this run can measure in all (key None) and per job type: the jobs added once the
     arrival window closed, else an upper bound (the rate over the whole window, 10% and 20 jobs more,
-    flow children counted with their parents)."""
+    flow children counted with their parents; a rate profile's peak rate, as its jobs follow it)."""
     if not run.window_open():
         out: dict[str | None, int] = {None: len(run.added_jobs) + len(run.ended.keys() - run.added_jobs.keys())}
         for _q, job_type, _t in run.added_jobs.values():
@@ -79,9 +79,10 @@ def max_jobs(run: LoadTestRun) -> dict[str | None, int]:
         return out
     expected: dict[str, float] = {}
     for name, rate in run.rates.items():
-        n = rate * run.window
-        expected[name] = expected.get(name, 0.0) + n
         spec = run.scenario.job(name)
+        profile = getattr(spec.arrival, "profile", None)
+        n = rate * (profile.peak / profile.mean if profile is not None and profile.mean > 0 else 1.0) * run.window
+        expected[name] = expected.get(name, 0.0) + n
         kids = list(spec.flow.children) if spec.flow else [spec.fan_out.job] * spec.fan_out.count if spec.fan_out else []
         for kid in kids:
             expected[kid] = expected.get(kid, 0.0) + n

@@ -68,11 +68,12 @@ class ProducerUser(User):
     model. The type of each job is picked by smooth weighted round-robin over
     the types' rates.
 
-    Scheduled types (``burst`` and ``trace`` arrivals; every type with
-    ``--pacing scenario``): the jobs are added at the workload's drawn arrival
-    times (:mod:`qsim.loadtest.schedule`), each claimed by the next free
-    producer, so a burst of 20 arrives at once (as fast as the producers'
-    round trips allow). A flow parent is added with its children in one
+    Scheduled types (``burst``, ``trace`` and ``profile`` arrivals; every type
+    with ``--pacing scenario``): the jobs are added at the workload's drawn
+    arrival times (:mod:`qsim.loadtest.schedule`), each claimed by the next
+    free producer, so a burst of 20 arrives at once (as fast as the producers'
+    round trips allow) and a rate profile is followed moment by moment (on the
+    clock ``--time-scale`` sets, :mod:`qsim.loadtest.timescale`). A flow parent is added with its children in one
     script (:class:`~qsim.engine.SyncFlowProducer`).
 
     Adds happen only inside the arrival window (``-t`` or the scenario's
@@ -80,7 +81,8 @@ class ProducerUser(User):
 
     ``-u`` is the number of producer users (the observer comes on top); it sets
     how many adds may be in flight at once, not the rate: the rate is the
-    scenario's, times ``--rate-scale``.
+    scenario's, times ``--rate-scale``. Without ``-u`` there are enough for
+    the peak of the rate profiles.
 
     The payload is the planned one (``{"s": [...], "x": [...]}``) that the
     synthetic handler of ``qsim.harness.pool_worker`` executes. For workers

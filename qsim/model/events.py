@@ -110,6 +110,8 @@ class PoolEvents:
         self.local = [p.spec.workers for p in ctx.pools]  # processes each pool has started
         self.retired = [False] * ctx.n_slots  # slots of a signalled process: never handed out again
         self.slot_steps: list[tuple[float, int]] = [(0.0, ctx.n_slots)]
+        #: per pool, its processes taking work as (time, count) steps (``Records.workers``)
+        self.pool_steps: dict[str, list[tuple[float, int]]] = {p.spec.name: [(0.0, p.spec.workers)] for p in ctx.pools}
         self.drains: list[dict[str, Any]] = []
         self.draining: dict[int, tuple[set[int], int]] = {}  # process -> (running slots, drain row)
         self.stalled: deque[tuple[float, int, int, int]] = deque()  # (lock expiry, job, lane, attempt row)
@@ -144,6 +146,7 @@ class PoolEvents:
             return
         chosen = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING][:e.count]
         self._step(now, -len(chosen) * pool.spec.concurrency)
+        self._processes(pool, now, -len(chosen))
         for w in chosen:
             self._retire_free(pool, w)
             if e.kind == "sigkill":
@@ -154,6 +157,11 @@ class PoolEvents:
     def _step(self, now: float, delta: int) -> None:
         if delta:
             self.slot_steps.append((now, self.slot_steps[-1][1] + delta))
+
+    def _processes(self, pool: Pool, now: float, delta: int) -> None:
+        if delta:
+            steps = self.pool_steps[pool.spec.name]
+            steps.append((now, steps[-1][1] + delta))
 
     def _retire_free(self, pool: Pool, w: int) -> None:
         retired = self.retired
@@ -258,6 +266,7 @@ class PoolEvents:
             new.append(w)
         pool.free.extend(self.proc_slots[w][s] for s in range(c) for w in new)
         self._step(now, count * c)
+        self._processes(pool, now, count)
         if self.kills and new:
             ctx.env.process(self._checker(pool, new, now))
         ctx.fill(pool, now)

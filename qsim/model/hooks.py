@@ -19,7 +19,7 @@ whole once constructed and nothing is plugged in afterwards:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -88,6 +88,10 @@ class PoolHooks(Protocol):
     @property
     def slot_steps(self) -> Sequence[tuple[float, int]]:
         """``(time, slots)`` at each change of the slot count (``Records.slots``)."""
+
+    @property
+    def pool_steps(self) -> Mapping[str, Sequence[tuple[float, int]]]:
+        """Per pool, ``(time, processes taking work)`` at each change (``Records.workers``)."""
 
     def start(self) -> None:
         """The run starts: schedule the events (and the stalled checks)."""

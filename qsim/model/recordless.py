@@ -15,7 +15,18 @@ once). It writes no per-job record; instead it
   it: the depth after each instant at which the queue grew (a pop at the same
   instant updates it), from ``warmup`` on, plus the depth at ``warmup``; the
   running maxima keep their time so that those after the last completion can
-  be dropped at the end.
+  be dropped at the end;
+- gathers the Summary's ``windows`` (:mod:`qsim.windows`) in a
+  :class:`~qsim.model.windowstream.WindowSeries`: an urgent alarm at each
+  window edge reads the busy slot-seconds, completions and total depth so far
+  and the oldest waiting job (the head of each waiting line: lines are FIFO
+  within a priority and a core run never puts a job back, so a line of one
+  priority has its oldest job at its head; a line mixing priorities is searched
+  for its least sequence number); the depth after each instant a line grew is
+  the waiting lines' total then (one line: its own instants, at no cost; several:
+  a strategy chosen at start adds the total); each edge hands the waits buffered
+  since the last one to the open window. About 4% of a record-less run's CPU
+  time (10^6 M/M/10 jobs, 60 s windows).
 
 What stays O(jobs): the drawn jobs (arrival time, type, first service time:
 every job is drawn before the run, so that runs are reproducible and the
@@ -35,13 +46,18 @@ from __future__ import annotations
 
 import math
 from array import array
+from operator import itemgetter
 from collections.abc import Callable
 
 import numpy as np
 from simpy.events import Event, Timeout
 
 from qsim.model.core import ModelCore
+from qsim.model.lanes import Lanes
+from qsim.model.schedule import Alarm
+from qsim.model.windowstream import WindowSeries
 from qsim.summary import StreamCounts, Summary, summarize_streams
+from qsim.windows import window_count
 
 __all__ = ["StreamRecords", "FLUSH"]
 
@@ -73,11 +89,27 @@ class StreamRecords:
         self._heaps = core.queues.heaps
         self._enq = core.jobs.enqueued
         self._types = core.jobs.type
+        # the windows: the series, the open window's most jobs waiting so far; with several lines, the
+        # last instant one grew and their total depth after it (with one line, its own instants say it)
+        self.windows = WindowSeries(warmup=self._warmup, length=core.scenario.window_length)
+        self._edge = Alarm(core.env, self._at_edge, urgent=True)
+        self._win_depth = 0
+        self._win_from = [0] * nt  # per type: where the open window's waits start in its buffer
+        self._tot_t = -math.inf
+        self._tot_n = 0
+        self._one_lane = len(self._heaps) == 1
+        if not self._one_lane:  # strategies chosen once: a single line pays nothing for the total
+            self.queued = self._queued_lanes
+            self.started = self._started_lanes  # type: ignore[method-assign]
+        lane_of = Lanes.of(core.scenario).of_type  # a line mixing priorities: its oldest job is not its head
+        self._mixed = [len({j.priority for k, j in enumerate(core.scenario.jobs) if lane_of[k] == q}) > 1
+                       for q in range(len(self._heaps))]
 
     def start(self) -> None:
-        """Before the run: note the depths at warmup, before anything else happens then."""
+        """Before the run: note the depths at warmup, before anything else happens then; the first window edge."""
         if self._warmup > 0:
             Timeout(self.core.env, self._warmup).callbacks.append(self._at_warmup_cb)
+        self._edge.set(self._warmup)
 
     def _queued(self, q: int, depth: int, now: float) -> None:
         """Queue ``q`` grew to ``depth`` at ``now``: close the last instant it grew at, open this one."""
@@ -86,21 +118,40 @@ class StreamRecords:
             self._pend_t[q] = now
         self._pend_n[q] = depth
 
+    def _queued_lanes(self, q: int, depth: int, now: float) -> None:
+        """:meth:`_queued` with several lines: their total depth after each instant too (the windows')."""
+        self._queued(q, depth, now)
+        if now != self._tot_t:
+            if self._tot_t >= self._warmup and self._tot_n > self._win_depth:
+                self._win_depth = self._tot_n
+            self._tot_t = now
+        self._tot_n = self._depth()
+
     def _close_instant(self, q: int) -> None:
         t, n = self._pend_t[q], self._pend_n[q]
         if t >= self._warmup:
             peaks = self._peaks[q]
             if not peaks or n > peaks[-1][1]:
                 peaks.append((t, n))
+            if self._one_lane and n > self._win_depth:  # one line: its depth is the windows' too
+                self._win_depth = n
 
     def started(self, job: int, q: int, slot: int, now: float) -> None:
         """An attempt started: its wait (measured jobs), the queue's depth, the slot's start."""
         e = self._enq[job]
         if e >= self._warmup:
             self._wbuf[self._types[job]].append(now - e)
+        elif now >= self._warmup:
+            self.windows.longest(now - e)
         if now == self._pend_t[q]:  # taken from the queue in the instant it grew
             self._pend_n[q] = len(self._heaps[q])
         self._slot_start[slot] = now
+
+    def _started_lanes(self, job: int, q: int, slot: int, now: float) -> None:
+        """:meth:`started` with several lines: a start in the instant one grew lowers their total after it."""
+        self.__class__.started(self, job, q, slot, now)
+        if now == self._tot_t:
+            self._tot_n = self._depth()
 
     def completed(self, job: int, slot: int, now: float) -> None:
         """The job completed: its latency, the type's count, the slot's busy time."""
@@ -121,17 +172,75 @@ class StreamRecords:
         raise RuntimeError("a record-less run settles jobs only as they complete (core runs only)")
 
     def tick(self) -> None:
-        """Fold the wait and latency buffers into their histograms."""
+        """Fold the wait and latency buffers into their histograms (the waits of the open window into it too)."""
+        self._window_waits()
         for k, c in enumerate(self._counts):
             if self._wbuf[k]:
                 c.wait.add(self._wbuf[k])
                 self._wbuf[k] = array("d")
+                self._win_from[k] = 0
             if self._lbuf[k]:
                 c.latency.add(self._lbuf[k])
                 self._lbuf[k] = array("d")
 
     def _at_warmup_cb(self, _event: Event) -> None:
         self._at_warmup = [len(h) for h in self._heaps]
+
+    # ------------------------------------------------------------------ windows
+
+    def _window_waits(self) -> None:
+        """Hand the waits buffered since the last edge or fold to the open window."""
+        for k, buf in enumerate(self._wbuf):
+            if len(buf) > self._win_from[k]:
+                self.windows.add_waits(np.frombuffer(buf, dtype=np.float64)[self._win_from[k]:])  # (copied)
+                self._win_from[k] = len(buf)
+
+    def _busy_until(self, t: float) -> float:
+        """Busy slot-seconds from warmup to ``t`` (attempts running at ``t`` count up to it)."""
+        busy, warmup, start = self._busy, self._warmup, self._slot_start
+        core = self.core
+        for slot in range(core.n_slots):
+            if core.job_on(slot) >= 0:
+                busy += max(t - max(start[slot], warmup), 0.0)
+        return busy
+
+    def _depth(self) -> int:
+        """Jobs in every waiting line now."""
+        return sum(map(len, self._heaps))
+
+    def _oldest_age(self, t: float, *, closed: bool) -> float:
+        """The age at ``t`` of the oldest job waiting then (enqueued before ``t``, or at it when ``closed``)."""
+        first = math.inf
+        for q, heap in enumerate(self._heaps):
+            if heap:  # (key, sequence, job): the oldest of a line of one priority is its head
+                entry = min(heap, key=itemgetter(1)) if self._mixed[q] else heap[0]
+                first = min(first, self._enq[entry[2]])
+        return t - first if (first <= t if closed else first < t) else 0.0
+
+    def _at_edge(self, alarm: Alarm) -> None:
+        """A window edge (before anything else of its instant): close the open window, open the next."""
+        t = alarm.at
+        w = self.windows
+        if not w.opened:
+            w.open(busy=0.0, done=0, depth=self._depth())
+        else:
+            self._window_waits()
+            self._close_window_instants(t)
+            w.depth(self._win_depth)
+            w.close(busy=self._busy_until(t), done=sum(self._done_by_type),
+                    oldest_age=self._oldest_age(t, closed=False), depth=self._depth())
+        self._win_depth = 0
+        self._edge.set(w.edge(w.k + 1))
+
+    def _close_window_instants(self, t: float) -> None:
+        """The last instant a line grew, if it is before ``t``, counts in the closing window (and is done)."""
+        if self._one_lane:
+            if self._warmup <= self._pend_t[0] < t:
+                self._close_instant(0)
+                self._pend_t[0] = -math.inf  # (no start of that instant can come after t)
+        elif self._warmup <= self._tot_t < t:
+            self._win_depth = max(self._win_depth, self._tot_n)
+            self._tot_t = -math.inf
 
     def summary(self) -> Summary:
         """The Summary of the run so far (see the module docstring)."""
@@ -165,4 +274,24 @@ class StreamRecords:
         return summarize_streams(
             scenario=s.name, source="model", seed=self.seed, warmup=warmup, end=end, busy=busy,
             slot_seconds=core.n_slots * max(end - warmup, 0.0),
-            by_type=by_type, queue_of={j.name: j.queue for j in s.jobs}, max_depth=max_depth)
+            by_type=by_type, queue_of={j.name: j.queue for j in s.jobs}, max_depth=max_depth,
+            windows=self._windows(end, busy, times))
+
+    def _windows(self, end: float, busy: float, times: np.ndarray) -> list:  # type: ignore[type-arg]
+        """The run's windows, the open one closed at ``end`` (see :mod:`qsim.windows`)."""
+        w = self.windows
+        n = window_count(self._warmup, end, w.length)
+        if n == 0:
+            return []
+        if not self._one_lane and self._warmup <= self._tot_t <= end:
+            self._win_depth = max(self._win_depth, self._tot_n)
+        w.depth(self._win_depth)
+        edges = self._warmup + np.arange(n + 1, dtype=np.float64) * w.length
+        arrivals = np.zeros(n, dtype=np.int64)
+        for lo in range(0, times.size, FLUSH):  # in chunks: no O(jobs) temporary
+            t = times[lo:lo + FLUSH]
+            t = t[(t >= self._warmup) & (t <= end)]
+            arrivals += np.bincount(np.searchsorted(edges[1:-1], t, side="right"), minlength=n)
+        return w.finish(end=end, busy=busy, done=sum(self._done_by_type),
+                        oldest_age=self._oldest_age(end, closed=True), arrivals=arrivals,
+                        workers={p.name: ((0.0, p.workers),) for p in self.core.scenario.pools})

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from heapq import heappush
 
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.events import NORMAL, URGENT, Event
 
 __all__ = ["Alarm", "exact_delay"]
 
@@ -37,9 +37,14 @@ class Alarm(Event):
     other callbacks. ``set`` is a closure over what it needs (the heap, the id
     counter, a callback list shared by every firing), so scheduling costs one
     call and no allocation beyond the heap entry.
+
+    ``urgent=True``: at a given instant it fires before every other event of
+    that instant (SimPy's ``URGENT`` priority), e.g. a window boundary that must
+    see the state before anything happening at the boundary.
     """
 
-    def __init__(self, env: simpy.Environment, callback: Callable[[Alarm], None], data: int = 0) -> None:
+    def __init__(self, env: simpy.Environment, callback: Callable[[Alarm], None], data: int = 0, *,
+                 urgent: bool = False) -> None:
         super().__init__(env)
         self._ok = True  # a succeeded event, as a Timeout is from its creation
         self._value = data
@@ -49,11 +54,12 @@ class Alarm(Event):
         heap = env._queue
         eid = env._eid
         alarm = self
+        priority = URGENT if urgent else NORMAL
 
         def set_at(at: float) -> None:
             alarm.at = at
             alarm.callbacks = callbacks  # SimPy takes the list and sets None; it never changes the list
-            heappush(heap, (at, NORMAL, next(eid), alarm))
+            heappush(heap, (at, priority, next(eid), alarm))
 
         self.set: Callable[[float], None] = set_at
 

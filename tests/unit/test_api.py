@@ -72,8 +72,8 @@ def test_every_verb_is_exported_with_its_awaitable_form() -> None:
 
 def test_a_package_that_is_also_a_verb_stays_callable() -> None:
     # Given the subpackages qsim.calibrate and qsim.advise, imported (Python binds them to qsim's attributes)
-    import qsim.advise.core
-    import qsim.calibrate.probe  # noqa: F401
+    import qsim.advise.core  # noqa: F401
+    import qsim.calibrate.report  # noqa: F401
     # Then qsim.calibrate and qsim.advise are still the verbs, and still the packages
     for name in PACKAGES:
         package = getattr(qsim, name)
@@ -81,6 +81,9 @@ def test_a_package_that_is_also_a_verb_stays_callable() -> None:
         api_verb = getattr(qsim.api, name)
         assert list(inspect.signature(package).parameters)[:2] == list(inspect.signature(api_verb).parameters)[:2]
     assert qsim.calibrate.from_csv is not None and qsim.advise.advise_from is not None
+    # and a function named as its package's submodule keeps the name once the submodule is imported
+    from qsim.calibrate.probe import probe_scenario  # noqa: F401
+    assert callable(qsim.calibrate.probe) and qsim.calibrate.probe.__name__ == "probe"
     with pytest.raises(qsim.ScenarioError, match="needs the queues"):
         qsim.calibrate("redis://127.0.0.1:1/0")
 
@@ -102,6 +105,10 @@ def test_a_verb_takes_a_scenario_a_path_or_a_name_alike(toml: Path) -> None:
     assert p["recommended"] is not None and p["slo"] == ["p95_wait<=2"]
     with pytest.raises(qsim.ScenarioError, match="no-such"):
         qsim.simulate("no-such")
+    # and so does the model's own simulate (it used to fail on a name with AttributeError)
+    from qsim.model import simulate
+    assert simulate("workshop", max_jobs=50).summary == qsim.simulate("workshop", max_jobs=50).summary
+    assert simulate(toml).summary == qsim.simulate(s).summary
 
 
 def test_the_sync_and_awaitable_forms_work_inside_a_running_loop(toml: Path) -> None:

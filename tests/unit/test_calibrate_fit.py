@@ -90,13 +90,14 @@ def test_dispersion_test_picks_burst_and_its_size(size: int) -> None:
     assert isinstance(proc, dists.BurstArrivals) and proc.size == size
 
 
-def test_over_dispersed_traffic_without_batches_is_a_burst_and_constant_traffic_is_constant() -> None:
+def test_over_dispersed_traffic_without_batches_is_a_profile_and_constant_traffic_is_constant() -> None:
     rng = np.random.default_rng(5)
     # a rate that switches between 2/s and 30/s every 20 s: counts are over-dispersed, no two arrivals coincide
     parts = [start + dists.PoissonArrivals(rate=r).times(rng, 20.0) for start, r in
              zip(np.arange(0, 400, 20.0), [2.0, 30.0] * 10)]
     drift = fit_arrivals(np.concatenate(parts), 0.0, 400.0)
-    assert drift.kind == "burst" and drift.size >= 2 and "trace" in drift.note
+    assert drift.kind == "profile" and drift.size == 1 and drift.p_change < 1e-3
+    assert drift.profile is not None and drift.profile.shape == "step" and len(drift.profile.points) == 21
     steady = fit_arrivals(dists.ConstantArrivals(rate=5.0).times(rng, 100.0), 0.0, 100.0)
     assert steady.kind == "constant" and steady.rate == pytest.approx(5.0)
     trace = fit_arrivals(np.array([1.0, 2.0, 4.0]), 0.5, 5.0, trace=True)

@@ -13,7 +13,7 @@ import pytest
 from qsim.cli import main
 
 SUMMARY_KEYS = {"scenario", "source", "seed", "jobs", "throughput", "wait", "latency", "utilization",
-                "by_type", "by_queue"}
+                "by_type", "by_queue", "windows"}
 JOB_KEYS = {"arrived", "completed", "dead", "failed_attempts", "stalled", "unfinished", "lost"}
 STAT_KEYS = {"mean", "p50", "p95", "p99", "max"}
 

@@ -37,6 +37,10 @@ def assert_close(streamed: Any, exact: Any, path: str = "") -> None:
         assert list(streamed) == list(exact), path
         for key in exact:
             assert_close(streamed[key], exact[key], f"{path}.{key}")
+    elif isinstance(exact, list):  # the windows
+        assert len(streamed) == len(exact), path
+        for i, (a, b) in enumerate(zip(streamed, exact)):
+            assert_close(a, b, f"{path}[{i}]")
     elif isinstance(exact, float):
         assert isinstance(streamed, float), path
         key = path.rsplit(".", 1)[-1]

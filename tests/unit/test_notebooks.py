@@ -4,19 +4,26 @@ A reader on a code host sees every plot without running anything, so every
 code cell must have run without error and every notebook must show at least
 one figure; the PNGs and the files stay small enough to review and clone.
 ``python notebooks/refresh.py`` re-executes the notebooks and saves their
-outputs; CI also re-executes them (``pytest --nbmake notebooks``).
+outputs; plain ``pytest`` also re-executes them (the suite's configuration collects
+``notebooks/`` with nbmake), and each ends with asserts on what its text claims.
+They use only the public API: ``import qsim`` and the names in ``qsim.__all__``.
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+import qsim
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_PNG_BYTES = 120 * 1024
 MAX_NOTEBOOK_BYTES = 1536 * 1024
 MAX_TEXT_CHARS = 20_000  # one output's text: a table or a few printed lines, not a dump
@@ -102,3 +109,52 @@ def test_problems_names_each_fault() -> None:
                                         f"(limit {MAX_TEXT_CHARS}): show a table of what matters"]
     assert "wrote to stderr" in problems(warned, 10_000)[0]
     assert problems(clean, MAX_NOTEBOOK_BYTES + 1) == [f"the file is {MAX_NOTEBOOK_BYTES // 1024} KB (limit 1536 KB)"]
+
+
+def private_uses(source: str) -> list[str]:
+    """What a notebook's code uses of qsim beyond its public API: an import of any module but ``qsim``
+    itself, a name not in ``qsim.__all__``, or an attribute of ``qsim`` not in it."""
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    public = set(qsim.__all__)
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.startswith("qsim.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "qsim":
+            if node.module != "qsim":
+                found.append(f"from {node.module} import ...")
+            else:
+                found += [f"from qsim import {a.name}" for a in node.names if a.name not in public]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "qsim":
+            if node.attr not in public:
+                found.append(f"qsim.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_uses_only_the_public_api(path: Path) -> None:
+    # Given a notebook's code cells, Then every qsim name they use is the package's public API
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "import qsim" in code
+    assert private_uses(code) == [], f"{path.name}: use the flat API (import qsim; qsim.__all__)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_ends_with_checks_on_its_answer(path: Path) -> None:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    last = [c for c in nb["cells"] if c["cell_type"] == "code"][-1]
+    assert "".join(last["source"]).count("assert ") >= 3, f"{path.name}: end with asserts on the answer"
+
+
+def test_private_uses_names_each_kind() -> None:
+    assert private_uses("%matplotlib inline\nimport qsim\nfrom qsim import Scenario\nqsim.simulate('x')") == []
+    assert private_uses("import qsim.model\nfrom qsim.harness.run import run_scenario\nfrom qsim import _LAZY\n"
+                        "qsim.analysis.plots") == ["import qsim.model", "from qsim.harness.run import ...",
+                                                   "from qsim import _LAZY", "qsim.analysis"]
+
+
+def test_plain_pytest_runs_the_notebooks() -> None:
+    # Given the suite's configuration, Then a bare `pytest` collects notebooks/ and executes them (nbmake)
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert "notebooks" in options["testpaths"] and "--nbmake" in options["addopts"].split()

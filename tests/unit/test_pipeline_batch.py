@@ -16,7 +16,7 @@ from qsim.engine.scripts import command
 def test_each_part_gets_its_own_replies_in_order() -> None:
     # Given a batch of parts with 1, 3 and 2 calls
     got: dict[str, list[Any]] = {}
-    b = Batch([], [], [])
+    b = Batch([], [], [], [])
     b.add([command("GET", "a")], lambda r: got.setdefault("one", r))
     b.add([command("GET", "b"), command("GET", "c"), command("GET", "d")], lambda r: got.setdefault("three", r))
     b.add([command("GET", "e"), command("GET", "f")], lambda r: got.setdefault("two", r))
@@ -33,7 +33,7 @@ def test_a_failing_reader_does_not_keep_the_others_from_their_replies(caplog: py
     def broken(replies: list[Any]) -> None:
         raise KeyError("bug")
 
-    b = Batch([], [], [])
+    b = Batch([], [], [], [])
     b.add([command("PING")], broken)
     b.add([command("PING")], seen.extend)
     with caplog.at_level(logging.ERROR, logger="qsim.engine.pipeline"):

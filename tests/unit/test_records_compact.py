@@ -88,10 +88,10 @@ def test_record_frames_stay_compact(name: str) -> None:
     # and the Summary from categories and narrow ints (what another source may give) is the same
     coded = {c: (categorical(*pd.factorize(jobs[c], sort=True)[0:2]) if c in NAMES else jobs[c]) for c in JOB_COLUMNS}
     coded.update({c: small_ints(jobs[c].to_numpy()) for c in COUNTS})
-    flat = Records(jobs=jobs_frame(coded), attempts=att, slots=r.records.slots)
+    flat = Records(jobs=jobs_frame(coded), attempts=att, slots=r.records.slots, workers=r.records.workers)
     assert jobs_frame(coded).to_csv(index=False) == jobs.to_csv(index=False)
-    assert summarize(flat, scenario=r.scenario.name, source="model", seed=r.seed, warmup=r.scenario.warmup) \
-        == r.summary
+    assert summarize(flat, scenario=r.scenario.name, source="model", seed=r.seed, warmup=r.scenario.warmup,
+                     window=r.scenario.window_length) == r.summary
 
 
 def test_a_core_runs_attempts_share_the_jobs_arrays() -> None:
