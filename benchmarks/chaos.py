@@ -1,16 +1,19 @@
 """Kill-storm benchmark: SIGKILL workers while they run jobs, then count every execution.
 
 N jobs go into a queue; each handler execution records itself in Redis
-(``HINCRBY <queue>:runs <job> 1`` and an ``<job> <worker>`` entry in a list,
-in one round trip, after the job's work), so duplicates are counted exactly.
+(``HINCRBY <queue>:runs <job> 1`` and an ``<job> <worker> <start> <end>`` entry
+in a list, in one round trip, after the job's work), so duplicates are
+counted exactly, and two executions of one job that overlap in time (double
+starts: a job run twice at once) too.
 Three worker processes drain the queue while a controller SIGKILLs a random
 one every K seconds and starts a replacement at once. At each kill the
 controller reads Redis's clock and notes the jobs the killed worker held
 (active, locked by it). At the end it prints:
 
 * completed exactly once, completed more than once (every such job must have
-  been held by a killed worker), lost (enqueued, but neither completed, dead
-  nor waiting/active: must be 0), dead (must be 0: handlers never fail);
+  been held by a killed worker), double starts (executions of one job that
+  overlap: must be 0), lost (enqueued, but neither completed, dead nor
+  waiting/active: must be 0), dead (must be 0: handlers never fail);
 * the recovery delay of every job a killed worker held: kill -> back in the
   waiting set (the stalled check found its expired lock), which must sit
   within lock_duration + stalled_interval; and requeue -> next start;
@@ -84,11 +87,12 @@ def worker_main(url: str, queue: str, wid: str, concurrency: int, work: float, l
         runs, execs = f"{queue}:runs", f"{queue}:execs"
 
         async def handler(job: Job) -> None:
+            t0 = time.time()
             if work > 0:
                 await asyncio.sleep(work)
             async with r.pipeline(transaction=False) as p:
                 p.hincrby(runs, job.id, 1)
-                p.rpush(execs, f"{job.id} {wid}")
+                p.rpush(execs, f"{job.id} {wid} {t0:.6f} {time.time():.6f}")
                 await p.execute()
 
         w = Worker(queue, handler, redis=url, concurrency=concurrency, lock_duration=lock,
@@ -208,9 +212,25 @@ def _dist(xs: list[float]) -> dict[str, float]:
             "max": max(xs, default=float("nan")), "mean": statistics.fmean(xs) if xs else float("nan")}
 
 
+def _double_starts(execs: list[str]) -> int:
+    """Jobs with two executions that overlap in time (one started before the other ended)."""
+    by: dict[str, list[tuple[float, float]]] = {}
+    for e in execs:
+        parts = e.split()
+        if len(parts) == 4:
+            by.setdefault(parts[0], []).append((float(parts[2]), float(parts[3])))
+    n = 0
+    for spans in by.values():
+        spans.sort()
+        if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+            n += 1
+    return n
+
+
 def _analyse(r: redis.Redis, q: Queue, ids: list[str], kills: list[Kill], cfg: ChaosConfig) -> dict[str, Any]:
     recs = {rec.id: rec for rec in q.job_records()}
     runs = {k: int(v) for k, v in r.hgetall(f"{q.name}:runs").items()}
+    double_starts = _double_starts(r.lrange(f"{q.name}:execs", 0, -1))
     killed = {k.worker for k in kills}
     held_at_kill = {jid for k in kills for jid in k.held}
     states: dict[str, int] = {}
@@ -246,7 +266,7 @@ def _analyse(r: redis.Redis, q: Queue, ids: list[str], kills: list[Kill], cfg: C
     return {
         "jobs": len(ids), "kills": len(kills), "held_at_kills": len(held_at_kill),
         "completed": len(completed), "completed_once": once, "completed_more_than_once": len(multi),
-        "extra_executions": sum(runs.get(j, 0) - 1 for j in multi),
+        "extra_executions": sum(runs.get(j, 0) - 1 for j in multi), "double_starts": double_starts,
         "duplicates_not_held_at_a_kill": len(unexplained), "completed_without_execution": never_ran,
         "lost": lost, "dead": dead, "unfinished": unfinished, "stalled_jobs": stalled_jobs,
         "recovery_delay": _dist(recovery), "recovery_bound": bound,
@@ -281,6 +301,7 @@ def format_report(rep: dict[str, Any]) -> str:
         f"  completed exactly once     {c['completed_once']}",
         f"  completed more than once   {c['completed_more_than_once']} ({c['extra_executions']} extra executions; "
         f"not held at a kill: {c['duplicates_not_held_at_a_kill']})",
+        f"  double starts (run twice at once) {c['double_starts']}",
         f"  lost                       {c['lost']}",
         f"  dead                       {c['dead']}",
         f"  unfinished                 {c['unfinished']}",
@@ -334,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             rep = run_chaos(server.url, cfg, log)
     print(json.dumps(rep, indent=2) if a.json else format_report(rep))
     c = rep["chaos"]
-    ok = c["lost"] == 0 and c["dead"] == 0 and c["duplicates_not_held_at_a_kill"] == 0 and c["unfinished"] == 0
+    ok = (c["lost"] == 0 and c["dead"] == 0 and c["duplicates_not_held_at_a_kill"] == 0 and c["unfinished"] == 0
+          and c["double_starts"] == 0)
     return 0 if ok else 1
 
 

@@ -122,6 +122,7 @@ EXTRAS: dict[str, list[tuple[str, Extra]]] = {
     "flows-fanout": [(f"{t}.latency.p95", summary(f"by_type.{t}.latency.p95")) for t in ("invoice", "import", "row")],
     "bursty": [("wait.mean", summary("wait.mean"))],
     "scale-up": [("wait.max", summary("wait.max")), ("utilization", summary("utilization"))],
+    "mixed-lengths": [(f"lookup.wait.{s}", summary(f"by_type.lookup.wait.{s}")) for s in ("p95", "max")],
 }
 
 

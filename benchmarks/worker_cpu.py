@@ -113,11 +113,14 @@ class StandIn:
     async def aclose(self):
         pass
 
-async def batch(client, scripts, calls):
+async def batch(client, scripts, calls, **kw):
     out = []
     for c in calls:
         if c.script == "complete":  # per job: id, token, result[, µs held] (the hold is sent since prefetch="auto")
-            n = (len(c.args) - 4) // (4 if len(c.args) > 7 and isinstance(c.args[7], int) else 3)
+            if isinstance(c.args[4], int):  # start notices first (count, then id/token pairs) since issue 25
+                n = (len(c.args) - 5 - 2 * c.args[4]) // 4
+            else:
+                n = (len(c.args) - 4) // (4 if len(c.args) > 7 and isinstance(c.args[7], int) else 3)
             state["acked"] += n
             out.append([1] * n)
         elif c.script == "fetch":

@@ -35,7 +35,10 @@ model verb runs it in a thread, so ``await`` keeps a kernel responsive::
 
 ``qsim.plots`` is :mod:`qsim.analysis.plots`. A new verb is defined here and
 named in ``qsim.__init__``'s ``_LAZY`` and ``__all__`` (the test of the public
-API holds them to each other).
+API holds them to each other). A verb named as a subpackage (``calibrate``,
+``advise``; ``autoscale`` next) is that package made callable
+(:func:`qsim.callable_module.make_callable`): Python rebinds ``qsim.<name>`` to
+the subpackage when it is first imported, so a plain function would not last.
 """
 
 from __future__ import annotations

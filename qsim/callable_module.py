@@ -30,4 +30,4 @@ def make_callable(module_name: str, verb: Callable[..., Any]) -> None:
 
     VerbModule.__name__ = VerbModule.__qualname__ = f"{module_name.rsplit('.', 1)[-1]}_module"
     module.__class__ = VerbModule
-    module.__signature__ = inspect.signature(verb)  # type: ignore[attr-defined]  # what inspect.signature reads
+    setattr(module, "__signature__", inspect.signature(verb))  # what inspect.signature reads

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -48,7 +48,11 @@ class Distribution:
     """A non-negative service-time distribution (seconds)."""
 
     kind: ClassVar[str] = ""
-    mean: float
+    if TYPE_CHECKING:  # read-only for every kind: a field of some (Constant), a property of others (Uniform)
+        @property
+        def mean(self) -> float: ...
+    else:
+        mean: float
 
     @property
     def variance(self) -> float:
@@ -140,7 +144,7 @@ class Uniform(Distribution):
     high: float
 
     @property
-    def mean(self) -> float:  # type: ignore[override]
+    def mean(self) -> float:
         return (self.low + self.high) / 2
 
     @property
@@ -160,7 +164,7 @@ class Empirical(Distribution):
     values: tuple[float, ...] = field(repr=False)
 
     @property
-    def mean(self) -> float:  # type: ignore[override]
+    def mean(self) -> float:
         return float(np.mean(self.values))
 
     @property
@@ -178,7 +182,11 @@ class Arrival:
     """An arrival process for one job type; ``rate`` is its mean jobs per second."""
 
     kind: ClassVar[str] = ""
-    rate: float
+    if TYPE_CHECKING:  # read-only for every kind: a field of some (Poisson), a property of others (a trace's)
+        @property
+        def rate(self) -> float: ...
+    else:
+        rate: float
 
     @property
     def scv(self) -> float:
@@ -281,7 +289,7 @@ class TraceArrivals(Arrival):
     at: tuple[float, ...] = field(repr=False)
 
     @property
-    def rate(self) -> float:  # type: ignore[override]
+    def rate(self) -> float:
         if len(self.at) < 2:
             return 0.0
         return (len(self.at) - 1) / (max(self.at) - min(self.at) or 1.0)
@@ -497,7 +505,7 @@ class ProfileArrivals(Arrival):
     profile: RateProfile
 
     @property
-    def rate(self) -> float:  # type: ignore[override]
+    def rate(self) -> float:
         return self.profile.mean
 
     @property

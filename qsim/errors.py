@@ -9,6 +9,8 @@ Every error qsim raises on purpose derives from :class:`QsimError`::
     ├── PayloadError (also ValueError)     a job payload is not JSON or is too large
     ├── CalibrationError (also ValueError)  measured jobs cannot be calibrated (qsim.calibrate)
     ├── ToleranceError (also ValueError)   a `qsim compare --check` tolerance file is invalid
+    ├── UsageError (also ValueError)       an argument cannot be used: a Redis URL that is not one,
+    │                                      an output path whose folder is missing or not writable
     ├── EngineError                        the engine could not do what was asked
     │   ├── JobNotFound (also KeyError)    no job with that id
     │   ├── LockLost                       the worker no longer holds a job's lock
@@ -32,6 +34,7 @@ __all__ = [
     "PayloadError",
     "CalibrationError",
     "ToleranceError",
+    "UsageError",
     "EngineError",
     "JobNotFound",
     "LockLost",
@@ -77,6 +80,13 @@ class CalibrationError(QsimError, ValueError):
 class ToleranceError(QsimError, ValueError):
     """Raised when a ``qsim compare --check --tolerance`` file is invalid; the message names the file
     and the key, e.g. ``tol.toml: ["wait.p95"].rel must be a number >= 0, got -1``."""
+
+
+class UsageError(QsimError, ValueError):
+    """Raised when an argument cannot be used as given: a Redis URL that is malformed
+    (``redis://host:port/db``, ``rediss://``, ``unix://``, ``redis+cluster://``), or an
+    output path whose folder does not exist or cannot be written. The message names
+    the option or the value, e.g. ``--out a/b/x.toml: the folder a/b does not exist``."""
 
 
 class EngineError(QsimError):

@@ -10,11 +10,13 @@ connect.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 from urllib.parse import urlsplit
 
-from qsim.errors import HarnessError
+from qsim.errors import UsageError
 
-__all__ = ["require_local_or_confirmed", "is_local_redis", "display_url", "CONFIRM_OPTION"]
+__all__ = ["require_local_or_confirmed", "is_local_redis", "check_redis_url", "redis_reason", "unreachable",
+           "display_url", "CONFIRM_OPTION"]
 
 #: The command-line option that confirms a non-local Redis on purpose.
 CONFIRM_OPTION = "--i-know-this-is-not-local"
@@ -36,19 +38,53 @@ def display_url(url: str) -> str:
 
 
 
-def _host(url: str) -> tuple[str, str]:
-    """(scheme, host) of a Redis URL; raises HarnessError when it is not one."""
+def redis_reason(error: BaseException) -> str:
+    """The reason in a redis-py or socket error as a short clause: ``Error 111 connecting to
+    127.0.0.1:1. Connection refused.`` -> ``connection refused``."""
+    text = " ".join(str(error).split()).rstrip(".") or type(error).__name__
+    last = text.rsplit(". ", 1)[-1]
+    return last[:1].lower() + last[1:]
+
+
+def unreachable(url: str, error: BaseException) -> str:
+    """One sentence for a Redis that cannot be reached: ``cannot reach Redis at URL (reason)``."""
+    return f"cannot reach Redis at {display_url(url)} ({redis_reason(error)})"
+
+
+_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+_EXPECTED = "expected redis://HOST:PORT/DB, rediss://, unix:///PATH or redis+cluster://"
+
+
+def check_redis_url(url: str) -> str:
+    """``url`` when it is a usable Redis URL; raises :class:`~qsim.errors.UsageError` in one
+    sentence naming it (password hidden) when it is not: another scheme, a port that is not a
+    number from 0 to 65535, a database that is not a whole number, an option redis-py rejects."""
+    from redis.connection import parse_url as redis_parse_url
+
+    parse_url: Any = redis_parse_url  # untyped in redis-py
     if not isinstance(url, str) or "://" not in url:
-        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss://, redis+cluster:// or unix://)")
+        raise UsageError(f"not a Redis URL: {display_url(url)!r} ({_EXPECTED})")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in _SCHEMES:
+        raise UsageError(f"not a Redis URL: {display_url(url)!r} ({_EXPECTED})")
+    plain = scheme.replace("+cluster", "") + url[len(scheme):]
     try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
+        parts = urlsplit(plain)
+        parse_url(plain)  # redis-py's own check: port, options
     except ValueError as e:
-        raise HarnessError(f"not a Redis URL: {display_url(url)!r} ({e})") from e
-    scheme = parts.scheme.lower()
-    if scheme not in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
-        raise HarnessError(f"not a Redis URL: {display_url(url)!r} (expected redis://, rediss://, redis+cluster:// or unix://)")
-    return scheme, host
+        raise UsageError(f"not a Redis URL: {display_url(url)!r} ({e})") from None
+    db = parts.path.strip("/") if scheme != "unix" else ""
+    if db and not db.isdigit():
+        raise UsageError(f"not a Redis URL: {display_url(url)!r} (the database after the host must be a "
+                         f"whole number such as /0, got /{db})")
+    return url
+
+
+def _host(url: str) -> tuple[str, str]:
+    """(scheme, host) of a Redis URL; raises UsageError when it is not one."""
+    check_redis_url(url)
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.hostname or ""
 
 
 def is_local_redis(url: str) -> bool:
@@ -74,13 +110,13 @@ def require_local_or_confirmed(url: str, confirmed: bool) -> None:
         confirmed: Whether :data:`CONFIRM_OPTION` was given.
 
     Raises:
-        HarnessError: The host is not loopback or a unix socket and
-            ``confirmed`` is false; the message names the host and the option.
+        UsageError: The URL is not a Redis URL, or its host is not loopback or a unix
+            socket and ``confirmed`` is false; the message names the host and the option.
     """
     scheme, host = _host(url)
     if confirmed or is_local_redis(url):
         return
-    raise HarnessError(
+    raise UsageError(
         f"refusing to load-test the non-local Redis at {host!r} ({scheme}://): this writes many jobs "
         f"to it. Pass {CONFIRM_OPTION} if that is what you want."
     )

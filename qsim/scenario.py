@@ -33,6 +33,7 @@ from typing import Any, TypeVar, cast
 
 from qsim import dists
 from qsim.backoff import BACKOFF_KINDS, backoff_ms
+from qsim.shared_settings import SharedSettings, fields_of
 from qsim.errors import ScenarioError
 from qsim.scenario_autoscale import (
     AUTOSCALE_POLICIES,
@@ -183,15 +184,30 @@ class EventSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EngineSettings:
-    """Engine timings the model mirrors."""
+class EngineSettings(SharedSettings):
+    """The ``[engine]`` table: the worker settings every pool worker gets, and timings only the model uses.
 
-    lock_duration: float = 30.0
-    stalled_interval: float = 30.0
-    max_stalled: int = 1
+    The worker settings are the fields of :class:`qsim.shared_settings.SharedSettings`, which this
+    class extends, as the engine's ``WorkerSettings`` does (``lock_duration``, ``stalled_interval``,
+    ``max_stalled``, ``prefetch``, ``batch_size``, ...): each is an ``[engine]`` key with the engine's
+    bounds, and ``qsim run`` and Locust's ``--start-workers`` hand it to every pool worker
+    (:mod:`qsim.harness.processes`).
+    The model mirrors ``lock_duration``, ``stalled_interval`` and ``max_stalled``; the others are
+    the engine's alone (a job fetched ahead with ``prefetch`` waits in its worker at most its hold
+    bound, 10 ms with "auto", then goes back: the model does not simulate that wait, it dispatches
+    each job to a free slot at once; docs/explanation/fetch-ahead.md).
+    """
+
     fetch_overhead: float = 0.0
     ack_overhead: float = 0.0
     start_delay: float = 0.0  # model only: from a `start` event until its processes take work (their start-up)
+    #: Model only: seconds from a job's enqueue until a worker can take it, holding no slot (part of every
+    #: wait): a pickup measured where it is not known to hold a slot (qsim.calibrate.overhead).
+    pickup_latency: float = 0.0
+    #: Model only: ``((utilization, fetch_overhead, ack_overhead), ...)``, utilizations increasing: the
+    #: overheads as a function of load (qsim calibrate --probe --concurrency N); the model uses them
+    #: interpolated at the utilization it simulates (qsim.load_overhead). Given, the two scalars stay 0.
+    overhead_by_load: tuple[tuple[float, float, float], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -433,7 +449,7 @@ _JOB_KEYS = ("name", "queue", "priority", "arrival", "service", "fail_prob", "po
              "backoff", "timeout", "fan_out", "flow", "data", "payload")
 _POOL_KEYS = ("name", "queues", "policy", "weights", "workers", "concurrency")
 _EVENT_KEYS = ("at", "kind", "pool", "count", "grace")
-_ENGINE_KEYS = ("lock_duration", "stalled_interval", "max_stalled", "fetch_overhead", "ack_overhead", "start_delay")
+_ENGINE_KEYS = tuple(f.name for f in fields(EngineSettings))  # the worker settings (SharedSettings), then the model's
 _KEY_ORDER: dict[type, tuple[str, ...]] = {Scenario: _TOP_KEYS, QueueSpec: _QUEUE_KEYS, JobType: _JOB_KEYS,
                                            PoolSpec: _POOL_KEYS, EventSpec: _EVENT_KEYS, EngineSettings: _ENGINE_KEYS,
                                            AutoscalerSpec: AUTOSCALER_KEYS}
@@ -758,14 +774,74 @@ def _parse_scale_policies(t: _Table, name: str) -> tuple[ScalePolicySpec, ...]:
 
 
 def _parse_engine(t: _Table) -> EngineSettings:
+    table = _parse_overhead_table(t) if t.has("overhead_by_load") else None
+    fetch, ack = t.number("fetch_overhead", 0.0, low=0), t.number("ack_overhead", 0.0, low=0)
+    if table is not None and (fetch or ack):
+        key = t.key("fetch_overhead" if fetch else "ack_overhead")
+        raise t.where.error(key, f"give it or {t.key('overhead_by_load')} (the overheads by load), not both")
     return EngineSettings(
-        lock_duration=t.number("lock_duration", 30.0, low=0, strict_low=True),
-        stalled_interval=t.number("stalled_interval", 30.0, low=0, strict_low=True),
-        max_stalled=t.integer("max_stalled", 1, low=0),
-        fetch_overhead=t.number("fetch_overhead", 0.0, low=0),
-        ack_overhead=t.number("ack_overhead", 0.0, low=0),
+        **_parse_worker_settings(t),
+        fetch_overhead=fetch,
+        ack_overhead=ack,
         start_delay=t.number("start_delay", 0.0, low=0),
+        pickup_latency=t.number("pickup_latency", 0.0, low=0),
+        overhead_by_load=table,
     )
+
+
+def _parse_worker_settings(t: _Table) -> dict[str, Any]:
+    """The ``[engine]`` keys that are worker settings (:class:`qsim.shared_settings.SharedSettings`), each
+    checked by the bounds the engine declares for it; the ones not given keep their defaults."""
+    out: dict[str, Any] = {}
+    for f in fields_of(SharedSettings):
+        if not t.has(f.name):
+            continue
+        s, value = f.setting, t.raw[f.name]
+        if f.kind in ("int", "auto"):
+            low = None if s.low is None else math.floor(s.low) + 1 if s.above else math.ceil(s.low)
+            if f.kind == "auto" and value == "auto":
+                out[f.name] = "auto"
+                continue
+            if f.kind == "auto" and isinstance(value, str):
+                raise t.where.error(t.key(f.name), f'must be "auto" or an integer >= {low}, got {_show(value)}')
+            out[f.name] = t.integer(f.name, low=low)
+        elif f.kind == "float":
+            out[f.name] = t.number(f.name, low=s.low, strict_low=s.above)
+        elif f.kind == "str":
+            out[f.name] = t.string(f.name, choices=s.choices or None)
+        elif f.kind == "bool":
+            if not isinstance(value, bool):
+                raise t.where.error(t.key(f.name), f"must be true or false, got {_show(value)}")
+            out[f.name] = value
+        elif f.kind == "names":
+            out[f.name] = t.strings(f.name)
+        else:
+            raise TypeError(f"engine.{f.name}: a {f.kind} setting has no TOML form yet (qsim/scenario.py)")
+    return out
+
+
+def _parse_overhead_table(t: _Table) -> tuple[tuple[float, float, float], ...]:
+    """``overhead_by_load = [[utilization, fetch_overhead, ack_overhead], ...]``, utilizations increasing in [0, 1]."""
+    raw, key = t.raw["overhead_by_load"], t.key("overhead_by_load")
+    shape = "an array of [utilization, fetch_overhead, ack_overhead] rows, e.g. [[0.1, 0.0008, 0.0013], [0.7, 0.0025, 0.0037]]"
+    if not isinstance(raw, list) or not raw:
+        raise t.where.error(key, f"must be {shape}, got {_show(raw)}")
+    rows: list[tuple[float, float, float]] = []
+    for i, row in enumerate(raw):
+        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                                and math.isfinite(v) for v in row)):
+            raise t.where.error(f"{key}[{i}]", f"must be [utilization, fetch_overhead, ack_overhead] (three finite "
+                                              f"numbers), got {_show(row)}")
+        u, f, a = (float(v) for v in row)
+        if not 0 <= u <= 1:
+            raise t.where.error(f"{key}[{i}]", f"utilization must be between 0 and 1, got {_num(u)}")
+        if f < 0 or a < 0:
+            raise t.where.error(f"{key}[{i}]", f"overheads must be >= 0, got {_show(row)}")
+        if rows and u <= rows[-1][0]:
+            raise t.where.error(f"{key}[{i}]", f"utilizations must increase from row to row, got {_num(u)} after "
+                                              f"{_num(rows[-1][0])}")
+        rows.append((u, f, a))
+    return tuple(rows)
 
 
 # --------------------------------------------------------------------------- cross-checks

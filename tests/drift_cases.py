@@ -1,5 +1,5 @@
 """The drift cases of calibrate's checks, shared by the model test (tests/unit/test_calibrate_drift.py) and
-the engine test (tests/engine/test_calibrate_drift.py): a step profile, a linear ramp, a stationary Poisson
+the engine test (tests/engine/test_calibrate_drift_engine.py): a step profile, a linear ramp, a stationary Poisson
 stream and true batches in one scenario, and what recovering them means."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SPAN = 360.0
 
 #: The drift scenario: a step profile (10 -> 40 -> 10 jobs/s), a linear ramp (10 -> 50), a stationary
 #: Poisson stream, true batches (20 jobs at once every 5 s) and a type that stops at 150 s, 360 s. The
-#: engine check runs it too (tests/engine/test_calibrate_drift.py).
+#: engine check runs it too (tests/engine/test_calibrate_drift_engine.py).
 DRIFT: dict[str, Any] = {
     "name": "drift", "seed": 11, "duration": SPAN, "queues": [{"name": "q"}],
     "jobs": [

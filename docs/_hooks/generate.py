@@ -4,12 +4,16 @@ A page asks for a part with a line ``<!-- generate: NAME -->``; the hook puts th
 
 =============  ==============================================================
 ``cli``        every ``qsim`` subcommand, from the argparse parsers (qsim.cli)
+``locust``     qsim's options of ``locust -f loadtests``, from qsim.loadtest.config.add_arguments
 ``lua``        every Lua script's header: KEYS, ARGV, replies (qsim/engine/lua)
 ``keys``       the Redis key layout (qsim.engine.keys) and the job hash (qsim.engine.jobinfo)
 ``scenarios``  the built-in scenarios, one line each (qsim.scenarios)
+``worker-settings``  every WorkerSettings field: keyword, default, flag, scenario source (qsim.engine.settings)
 =============  ==============================================================
 
-The same functions are importable (``render(name)``) for tests.
+The same functions are importable (``render(name)``) for tests. A second hook, ``on_page_content``,
+shows the docstrings' Sphinx roles (``:func:`simulate```, ``:class:`~qsim.model.ModelResult```) as
+plain code on every page (mkdocstrings renders them verbatim), the ``~`` form as its last name.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-__all__ = ["render", "GENERATORS", "on_page_markdown"]
+__all__ = ["render", "GENERATORS", "on_page_markdown", "on_page_content", "strip_roles"]
 
 _MARKER = re.compile(r"^<!-- generate: ([a-z-]+) -->$", re.MULTILINE)
 
@@ -56,6 +60,12 @@ def rst_to_markdown(doc: str) -> str:
         out.append(line)
         i += 1
     return "\n".join(out)
+
+
+def _escape_lt(markdown: str) -> str:
+    """``<`` outside code spans as ``&lt;`` (``<pool>-<n>`` would be read as an HTML tag and vanish)."""
+    parts = markdown.split("`")
+    return "`".join(p.replace("<", "&lt;") if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def _md_cell(text: str) -> str:
@@ -103,7 +113,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         if isinstance(a, argparse._AppendAction):  # noqa: SLF001
             extra.append("repeatable")
         tail = f" ({', '.join(extra)})" if extra else ""
-        rows.append(f"| `{_md_cell(names)}` | {_md_cell(help_text)}{tail} |")
+        rows.append(f"| `{_md_cell(names)}` | {_md_cell(help_text).replace('<', '&lt;')}{tail} |")
     return rows
 
 
@@ -123,6 +133,46 @@ def render_cli() -> str:
         if p.epilog:
             parts += [p.epilog.replace("%%", "%"), ""]
     return "\n".join(parts)
+
+
+class _EnvGroup:
+    """An argument group that takes Locust's ``env_var=`` keyword (plain argparse does not) and notes it."""
+
+    def __init__(self, group: Any, env: dict[str, str]) -> None:
+        self._group, self._env = group, env
+
+    def add_argument(self, *names: str, env_var: str | None = None, **kwargs: Any) -> argparse.Action:
+        action = self._group.add_argument(*names, **kwargs)
+        if env_var:
+            self._env[action.dest] = env_var
+        return action
+
+
+class _LocustLike:
+    """Stands for Locust's parser in ``add_arguments`` (importing Locust patches the process for gevent)."""
+
+    def __init__(self) -> None:
+        self.parser = argparse.ArgumentParser(prog="locust -f loadtests", add_help=False)
+        self.env: dict[str, str] = {}
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> _EnvGroup:
+        return _EnvGroup(self.parser.add_argument_group(*args, **kwargs), self.env)
+
+
+def render_locust() -> str:
+    """qsim's options of ``locust -f loadtests`` (``qsim.loadtest.config.add_arguments``), each with its variable."""
+    from qsim.loadtest.config import add_arguments
+
+    locust = _LocustLike()
+    add_arguments(locust)
+    parser = locust.parser
+    rows = ["| argument | environment variable | meaning |", "|---|---|---|"]
+    for row, action in zip(_option_rows(parser), [a for a in parser._actions if a.option_strings]):  # noqa: SLF001
+        name, meaning = row[1:-1].split(" | ", 1)
+        env = locust.env.get(action.dest, "")
+        shown = f"`{env}`" if env else "`QSIM_SLO` (`;` between)" if action.dest == "slo" else ""
+        rows.append(f"|{name} | {shown} | {meaning} |")
+    return "\n".join(rows) + "\n"
 
 
 # --------------------------------------------------------------------------- lua
@@ -177,8 +227,17 @@ def render_scenarios() -> str:
     return "\n".join(rows) + "\n"
 
 
+def render_worker_settings() -> str:
+    """Every field of the engine's WorkerSettings: the one table of ``Worker(...)``'s keywords, ``qsim worker``'s
+    flags and where a scenario run takes each value (``qsim.engine.settings.reference_table``)."""
+    from qsim.engine.settings import reference_table
+
+    return _escape_lt(reference_table())
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
-    "cli": render_cli, "lua": render_lua, "keys": render_keys, "scenarios": render_scenarios,
+    "cli": render_cli, "locust": render_locust, "lua": render_lua, "keys": render_keys, "scenarios": render_scenarios,
+    "worker-settings": render_worker_settings,
 }
 
 
@@ -197,3 +256,17 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return render(m.group(1))
 
     return _MARKER.sub(fill, markdown)
+
+
+#: A Sphinx role as mkdocstrings leaves it in the HTML: ``:func:<code>~a.b</code>``.
+_ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc|obj):<code>(~?)([^<]*)</code>")
+
+
+def strip_roles(html: str) -> str:
+    """``:func:<code>x</code>`` -> ``<code>x</code>``; ``:class:<code>~a.b.C</code>`` -> ``<code>C</code>``."""
+    return _ROLE.sub(lambda m: f"<code>{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}</code>", html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """MkDocs event: the docstrings' Sphinx roles as plain code (see the module docstring)."""
+    return strip_roles(html)

@@ -74,16 +74,18 @@ DEFAULT_MAX_WORKERS = 500
 SOURCES = ("qsim", "bullmq")
 
 
-def parse_slos(slo: str | SLO | Sequence[str | SLO]) -> list[SLO]:
-    """One SLO or several, as text (``p95_wait<=2``) or :class:`~qsim.analysis.plan.SLO`."""
+def parse_slos(slo: str | SLO | Sequence[str | SLO], *, option: str = "--slo") -> list[SLO]:
+    """One SLO or several, as text (``p95_wait<=2``) or :class:`~qsim.analysis.slo.SLO`;
+    ``option`` names where they came from in errors (``--advise-slo`` in ``qsim worker``)."""
     items = [slo] if isinstance(slo, (str, SLO)) else list(slo)
     if not items:
-        raise ScenarioError("give at least one --slo, e.g. p95_wait<=2")
-    return [s if isinstance(s, SLO) else parse_slo(s) for s in items]
+        raise ScenarioError(f"give at least one {option}, e.g. p95_wait<=2")
+    return [s if isinstance(s, SLO) else parse_slo(s, option=option) for s in items]
 
 
-def parse_window(text: str | float) -> float:
-    """``--window``: a duration back from now (``90s``, ``15m``, ``2h``, ``1h30m``) or seconds; returns seconds."""
+def parse_window(text: str | float, *, option: str = "--window") -> float:
+    """``--window``: a duration back from now (``90s``, ``15m``, ``2h``, ``1h30m``) or seconds; returns seconds.
+    ``option`` names it in errors (``--advise-window`` in ``qsim worker``)."""
     try:
         seconds = float(text)
     except ValueError:
@@ -93,7 +95,7 @@ def parse_window(text: str | float) -> float:
             back = None
         seconds = -back if back is not None and back <= 0 else math.nan
     if not (math.isfinite(seconds) and seconds > 0):
-        raise ScenarioError(f"--window must be a duration like 90s, 15m or 2h (or seconds > 0), got {text!r}")
+        raise ScenarioError(f"{option} must be a duration like 90s, 15m or 2h (or seconds > 0), got {text!r}")
     return seconds
 
 
@@ -170,9 +172,10 @@ def sized_scenario(s: Scenario, pool: str, concurrency: int, jobs_per_run: int, 
 
 
 def _point(result: PlanResult, path: str, workers: int) -> dict[str, Any] | None:
-    for p in result["points"]:
+    points: list[dict[str, Any]] = result["points"]
+    for p in points:
         if p["params"].get(path) == workers:
-            return p  # type: ignore[no-any-return]
+            return p
     return None
 
 

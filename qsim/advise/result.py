@@ -124,10 +124,11 @@ class Advice:
         return (f"qsim plan {path} {slos} --vary {s['path']}={lo}:{hi} --replications {s['replications']} "
                 f"--confidence {s['confidence']:g} --search {s['method']} --seed {s['seed']}")
 
-    def write(self, path: str | Path) -> Scenario:
-        """Write the planned scenario as a commented TOML (empirical CSVs beside it); returns it as written."""
+    def write(self, path: str | Path, *, option: str | None = None) -> Scenario:
+        """Write the planned scenario as a commented TOML (empirical CSVs beside it); returns it as written.
+        The folder must exist (see :meth:`qsim.calibrate.Calibration.write`)."""
         fields = {f.name: getattr(self.calibration, f.name) for f in dataclasses.fields(self.calibration)}
-        return _Planned(**{**fields, "scenario": self.scenario}).write(path)
+        return _Planned(**{**fields, "scenario": self.scenario}).write(path, option=option)
 
     def light(self) -> Advice:
         """This advice without the measured job rows (what travels between processes and stays in memory)."""

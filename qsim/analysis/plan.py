@@ -6,7 +6,8 @@ the same for ``latency``, ``throughput``, ``utilization``, ``dead`` and
 ``lost``; per job type ``p95_wait[cut]``. Operators: ``<=``, ``<``, ``>=``, ``>``, ``==``
 (``lost==0``). Over the run's windows: ``p95_wait<=2 in 95% of windows`` (a share of the
 windows) or ``p95_wait<=2 in every window`` (the worst one), see
-:mod:`qsim.analysis.windowed`.
+:mod:`qsim.analysis.windowed`. The grammar and its one parser live in :mod:`qsim.analysis.slo`
+(re-exported here).
 
 How :func:`plan` decides, point by point:
 
@@ -51,151 +52,30 @@ How :func:`plan` decides, point by point:
 from __future__ import annotations
 
 import math
-import operator
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from qsim.analysis.cost import Cost, parse_cost
-from qsim.analysis.metrics import METRICS, Metric
+from qsim.analysis.metrics import Metric
 from qsim.analysis.profile import PEAK_LENGTH, peak_hour, static_cost, time_varying
 from qsim.analysis.report import PlanResult
 from qsim.analysis.runlength import diagnose
 from qsim.analysis.runner import RunResult, Runner, make_runner
+from qsim.analysis.slo import SLO, parse_slo
 from qsim.analysis.search import Key, choose_axis, point_key, recommend
 from qsim.analysis.stats import Estimate, estimate, mean_summary
 from qsim.analysis.sweep import grid, replication_seeds, run_points, with_params
-from qsim.analysis.windowed import WINDOW_METRICS, WINDOW_ONLY, WindowMetric, parse_windowed, split_scope
 from qsim.errors import ScenarioError
 from qsim.scenario import Scenario
 
 __all__ = ["SLO", "parse_slo", "plan", "PlanResult", "AUTO_START", "AUTO_STEP", "AUTO_MAX", "DEFAULT_METRICS"]
 
-_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                   ">": operator.gt, "==": operator.eq}
-_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:\[(?P<type>[^\]]+)\])?\s*(?P<op><=|>=|==|<|>)\s*(?P<value>\S+)\s*$")
-
 #: ``replications="auto"``: runs per point to start with, runs added per round, and the most per point.
 AUTO_START, AUTO_STEP, AUTO_MAX = 5, 5, 40
 #: Metrics every point reports (with their intervals) besides those of the SLOs.
 DEFAULT_METRICS = ("mean_wait", "p95_wait", "p99_wait", "p95_latency", "throughput", "utilization")
-
-
-@dataclass(frozen=True)
-class SLO:
-    """One objective: ``metric`` (optionally of one job type) compared with ``value``.
-
-    ``scope`` says over what: ``run`` (the whole run's figure), ``every`` (every
-    window: the worst one) or ``share`` (at least ``share`` of the windows,
-    0..1); ``span`` restricts a windowed SLO to the windows inside ``[start,
-    end)`` (``label`` names that part, e.g. ``peak``). See :mod:`qsim.analysis.windowed`.
-    """
-
-    metric: str
-    op: str
-    value: float
-    job_type: str | None = None
-    scope: str = "run"
-    share: float | None = None
-    span: tuple[float, float] | None = None
-    label: str = ""
-
-    @property
-    def windowed(self) -> bool:
-        """Whether it judges the run's windows rather than the whole run."""
-        return self.scope != "run"
-
-    @property
-    def target(self) -> Metric | WindowMetric:
-        """The per-run value this objective is about."""
-        if self.windowed:
-            return WindowMetric(self.metric, self.op, self.value, self.scope, self.span, self.label)
-        return Metric(self.metric, self.job_type)
-
-    @property
-    def judged(self) -> tuple[str, float]:
-        """How the per-run value is judged: ``(op, limit)``: the SLO's own, or ``(">=", share)`` for a share of windows."""
-        return (">=", float(self.share or 0.0)) if self.scope == "share" else (self.op, self.value)
-
-    @property
-    def upper(self) -> bool:
-        """True when the interval's upper bound must meet it (``<=``/``<``; never for a share of windows)."""
-        return self.judged[0] in ("<=", "<")
-
-    def measure(self, summary: Mapping[str, Any]) -> float | None:
-        """The per-run value in a Summary (None when undefined)."""
-        return self.target.measure(summary)
-
-    def met(self, summary: Mapping[str, Any]) -> bool:
-        """Whether one Summary meets it."""
-        value = self.measure(summary)
-        op, limit = self.judged
-        return value is not None and _OPS[op](value, limit)
-
-    def check(self, est: Estimate) -> str:
-        """``met``, ``failed`` or ``undecided`` for an estimate over replications (see the module docstring;
-        ``==`` is met when both bounds equal the value)."""
-        op, limit = self.judged
-        if op == "==":
-            low, high = est.bound(False), est.bound(True)
-            if low is None or high is None:
-                return "failed"
-            if low == high == limit:
-                return "met"
-            return "undecided" if low <= limit <= high else "failed"
-        bound = est.bound(self.upper)
-        if bound is None:
-            return "failed"
-        if _OPS[op](bound, limit):
-            return "met"
-        other = est.bound(not self.upper)
-        return "undecided" if other is not None and _OPS[op](other, limit) else "failed"
-
-    def during(self, start: float, end: float, label: str) -> SLO:
-        """The same objective judged only on the windows inside ``[start, end)`` (a plain one: in every window;
-        one whose metric has no per-window figure, such as ``lost`` or ``p99_wait``, stays as it is)."""
-        if not self.windowed and (self.metric not in WINDOW_METRICS or self.job_type or self.op == "=="):
-            return self
-        scope = self.scope if self.windowed else "every"
-        return SLO(metric=self.metric, op=self.op, value=self.value, scope=scope, share=self.share,
-                   span=(start, end), label=label)
-
-    def __str__(self) -> str:
-        scope = f"[{self.job_type}]" if self.job_type else ""
-        text = f"{self.metric}{scope}{self.op}{self.value:g}"
-        if self.scope == "every":
-            text += " in every window"
-        elif self.scope == "share":
-            text += f" in {100 * (self.share or 0.0):g}% of windows"
-        return f"{text} ({self.label})" if self.label else text
-
-
-def parse_slo(text: str) -> SLO:
-    """Parse ``p95_wait<=2``, ``p95_wait<=2 in 95% of windows`` or ``p95_wait<=2 in every window``
-    (see the module docstring for the metrics)."""
-    body, scope, share = split_scope(text)
-    if scope != "run":
-        metric, op, limit = parse_windowed(body, text)
-        return SLO(metric=metric, op=op, value=limit, scope=scope, share=share)
-    m = _SLO.match(text)
-    if not m:
-        raise ScenarioError(f"--slo must look like p95_wait<=2, got {text!r}")
-    if m["metric"] in WINDOW_ONLY:
-        raise ScenarioError(f"--slo {m['metric']} is a per-window figure: say '{text.strip()} in every window' "
-                            f"or '{text.strip()} in 95% of windows'")
-    if m["metric"] not in METRICS:
-        raise ScenarioError(f"--slo metric must be one of {', '.join(METRICS)}, got {m['metric']!r}")
-    if m["type"] and m["metric"] in ("throughput", "utilization", "dead", "lost"):
-        raise ScenarioError(f"--slo {m['metric']} has no per-type value: {text!r}")
-    try:
-        value = float(m["value"])
-    except ValueError:
-        raise ScenarioError(f"--slo value must be a number, got {m['value']!r}") from None
-    if not math.isfinite(value):
-        raise ScenarioError(f"--slo value must be a finite number, got {m['value']!r}")
-    return SLO(metric=m["metric"], op=m["op"], value=value, job_type=m["type"])
 
 
 @dataclass

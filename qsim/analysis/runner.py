@@ -155,7 +155,7 @@ class DaskRunner:
         if not tasks:
             return []
         futures = self.client.map(run_task, list(tasks), pure=False)
-        for k, _ in enumerate(as_completed(futures), start=1):  # type: ignore[no-untyped-call]
+        for k, _ in enumerate(as_completed(futures), start=1):
             if done:
                 done(k)
         results: list[RunResult] = self.client.gather(futures)
@@ -194,6 +194,6 @@ def connect_dask(address: str, *, timeout: float = 5.0) -> Any:
         raise ImportError("--dask needs dask.distributed: pip install 'qsim[dask]'") from e
     logger.info("connecting to the Dask scheduler at %s", address)
     try:
-        return Client(address, timeout=timeout)  # type: ignore[no-untyped-call]
+        return Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as e:
         raise OSError(f"no Dask scheduler answered at {address} within {timeout:g} s") from e

@@ -439,6 +439,13 @@ def predict(scenario: Scenario) -> TheoryResult:
     ack = float(getattr(getattr(scenario, "engine", None), "ack_overhead", 0.0) or 0.0)
     if ack:
         notes.append(f"engine.ack_overhead = {ack} s is not included")
+    engine = getattr(scenario, "engine", None)
+    if getattr(engine, "overhead_by_load", None):
+        notes.append("engine.overhead_by_load is not included")
+    pickup = float(getattr(engine, "pickup_latency", 0.0) or 0.0)
+    if pickup:
+        notes.append(f"engine.pickup_latency = {pickup} s is not included (it adds exactly that to every wait "
+                     "and latency: a constant delay before every job changes no queueing)")
     notes.append("steady state: duration, warmup and seed play no part")
 
     all_exp = all(j.service.kind == "exponential" for j in arriving)

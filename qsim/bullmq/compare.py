@@ -143,7 +143,8 @@ async def compare_bullmq_async(scenario: Scenario, redis_url: str, *, queues: Se
             payload = data(p.type, job_id, n, p.payload)
             added.append((job_id, p.type, queue, t0 + p.at))
             if p.children:
-                on_fail = scenario.job(p.type).flow.on_child_failure  # type: ignore[union-attr]
+                flow = scenario.job(p.type).flow  # a planned job with children is a flow's parent
+                on_fail = flow.on_child_failure if flow is not None else "fail"
                 kids = []
                 for k, c in enumerate(p.children):
                     cid = f"{job_id}.{k}"

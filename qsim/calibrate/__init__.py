@@ -55,15 +55,18 @@ def _fit(m: Measured, since: Any, until: Any, now: float | None, start: float | 
 
 def from_frame(df: pd.DataFrame, *, since: Any = None, until: Any = None, service: str = "fit",
                arrivals: str = "fit", min_jobs: int = MIN_JOBS, min_fit: int = MIN_FIT,
-               overhead: Overhead | None = None, name: str = "calibrated", label: str = "DataFrame") -> Calibration:
+               overhead: Overhead | None = None, name: str = "calibrated", label: str = "DataFrame",
+               drop_bad_rows: bool = False) -> Calibration:
     """Calibrate from a DataFrame of jobs (the columns of ``jobs.csv``: see :mod:`qsim.calibrate.table`).
 
     ``since``/``until``: seconds on the table's clock, ISO date-times, or
-    durations (``2h``) back from the last enqueue time.
+    durations (``2h``) back from the last enqueue time. An impossible row
+    (``finished`` before ``started``, ...) is a CalibrationError naming its
+    line; with ``drop_bad_rows`` it is left out and the warnings count it.
     """
     options = dict(service=service, arrivals=arrivals, min_jobs=min_jobs, min_fit=min_fit, overhead=overhead,
                    name=name)
-    return _fit(measured_from_table(df, label=label), since, until, None, None, options)
+    return _fit(measured_from_table(df, label=label, drop_bad_rows=drop_bad_rows), since, until, None, None, options)
 
 
 def from_csv(path: str | Path, **options: Any) -> Calibration:

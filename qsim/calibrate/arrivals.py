@@ -100,12 +100,14 @@ class ArrivalFit:
     def latest_rate(self) -> float:
         """The rate the queue gets now, at the window's end: a profile's latest (see
         :class:`~qsim.calibrate.drift.ProfileFit`), else :attr:`rate`."""
-        return self.drift.latest * self._per_instant if self.profile is not None else self.rate  # type: ignore[union-attr]
+        drift = self.drift
+        return drift.latest * self._per_instant if drift is not None and self.profile is not None else self.rate
 
     @property
     def peak_rate(self) -> float:
         """The highest rate of the profile, else :attr:`rate`."""
-        return self.drift.peak * self._per_instant if self.profile is not None else self.rate  # type: ignore[union-attr]
+        drift = self.drift
+        return drift.peak * self._per_instant if drift is not None and self.profile is not None else self.rate
 
     @property
     def _per_instant(self) -> float:
@@ -132,7 +134,9 @@ class ArrivalFit:
         if self.kind == "burst":
             arrival["size"] = self.size
         if self.profile is not None:
-            arrival = self.process().as_table()  # type: ignore[attr-defined]
+            process = self.process()  # a profile or a profiled burst
+            if isinstance(process, (dists.ProfileArrivals, dists.BurstArrivals)):
+                arrival = process.as_table()
         out = {"arrival": arrival, "rate": self.rate, "n": self.n, "span": self.span, "dispersion": self.dispersion,
                "p_over": self.p_over, "p_under": self.p_under, "p_ks": self.p_ks, "p_change": self.p_change,
                "windows": self.windows, "width": self.width, "batch_mean": self.batch_mean, "p_batch": self.p_batch,

@@ -10,9 +10,10 @@ Per job type (its jobs enqueued in the window):
   common value among its jobs (a note when they differ);
 - ``arrival``: :func:`~qsim.calibrate.arrivals.fit_arrivals`;
 - ``service``: :func:`~qsim.calibrate.service.fit_service` on the runs of its
-  successful attempts, less the engine overhead (see
-  :mod:`qsim.calibrate.overhead`); a type with no successful run uses its
-  failed runs (a note says so);
+  successful attempts, less the engine overhead where the source's runs hold
+  it (qsim's engine; see :mod:`qsim.calibrate.overhead`: elsewhere the pickup
+  is a latency or holds the slot between runs, and the runs are fitted as
+  measured); a type with no successful run uses its failed runs (a note says so);
 - ``fail_prob``, ``poison_prob``: :func:`~qsim.calibrate.failures.fit_failures`.
 
 The scenario's ``duration`` is the window's length, ``warmup`` 0, ``seed`` 0.
@@ -39,7 +40,7 @@ from qsim.calibrate.report import Calibration, with_paths
 from qsim.calibrate.typefit import TypeFit
 from qsim.calibrate.service import MIN_FIT, fit_service
 from qsim.errors import CalibrationError
-from qsim.scenario import BackoffSpec, EngineSettings, JobType, PoolSpec, QueueSpec, RateLimit, Scenario
+from qsim.scenario import BackoffSpec, JobType, PoolSpec, QueueSpec, RateLimit, Scenario
 
 __all__ = ["calibrate", "MIN_JOBS", "SERVICE_MODES", "ARRIVAL_MODES"]
 
@@ -127,8 +128,15 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
     slots = sum(p.workers * p.concurrency for p in pools)
     if overhead is None:
         spans = runs if len(measured.attempts) else busy_spans(jobs, runs)
-        overhead = estimate_from_jobs(jobs, spans, slots) if len(runs) else NO_OVERHEAD
+        overhead = estimate_from_jobs(jobs, spans, slots, pickup_in_run=measured.pickup_in_run) if len(runs) \
+            else NO_OVERHEAD
     warnings: list[str] = list(measured.notes) + notes
+    shift = overhead.in_slot
+    if overhead.by_load and overhead.in_run:  # the overhead at the load the measured jobs ran at
+        busy = float((runs["end"] - runs["start"]).sum()) / (max(slots, 1) * (end - start)) if len(runs) else 0.0
+        shift = overhead.in_slot_at(busy)
+        warnings.append(f"service fitted less the probe's overhead at the measured utilization {busy:.2f} "
+                        f"({shift * 1e3:.3g} ms per run, from its overhead_by_load)")
     fits: dict[str, TypeFit] = {}
     specs: list[JobType] = []
     for tname in sorted(set(jobs["type"])):
@@ -146,7 +154,7 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
         if good.size == 0:
             raise CalibrationError(f"job type {tname!r} has no finished run in the window: its service time "
                                    "cannot be measured")
-        sfit = fit_service(good, shift=overhead.in_slot, empirical=service == "empirical", min_fit=min_fit,
+        sfit = fit_service(good, shift=shift, empirical=service == "empirical", min_fit=min_fit,
                            resolution=measured.resolution)
         if sfit.kind == "empirical" and service != "empirical":
             warnings.append(f"job type {tname!r}: {sfit.note}")
@@ -184,8 +192,7 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
                                 aging=c.aging if c else 0.0))
     pspecs = tuple(PoolSpec(name=p.name, queues=p.queues, workers=p.workers, concurrency=p.concurrency) for p in pools)
     scenario = with_paths(Scenario(name=name, duration=end - start, queues=tuple(qspecs), jobs=tuple(specs),
-                                   pools=pspecs, engine=EngineSettings(fetch_overhead=overhead.fetch_overhead,
-                                                                       ack_overhead=overhead.ack_overhead)),
+                                   pools=pspecs, engine=overhead.engine()),
                           Path(), name)  # CSV names until written beside a TOML
     for w in warnings:  # the report carries them; the CLI prints them with the table
         logger.info("%s", w)

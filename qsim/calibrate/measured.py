@@ -78,6 +78,9 @@ class Measured:
         window: ``(start, end)`` of enqueue times the calibration covers.
         resolution: The clock's resolution in seconds (BullMQ: 0.001).
         notes: What the source could not read or had to assume.
+        pickup_in_run: True when the source's recorded runs are known to include the pickup (qsim's
+            engine: fetch stamp to acknowledgement stamp); None when the data must tell
+            (:mod:`qsim.calibrate.overhead`).
     """
 
     jobs: pd.DataFrame
@@ -87,6 +90,7 @@ class Measured:
     window: tuple[float, float] = (math.nan, math.nan)
     resolution: float = 1e-6
     notes: tuple[str, ...] = ()
+    pickup_in_run: bool | None = None
 
     def with_notes(self, *notes: str) -> "Measured":
         return replace(self, notes=self.notes + tuple(notes))

@@ -83,8 +83,7 @@ def type_figure(f: TypeFit) -> Figure:
 
 
 def write_plots(types: Mapping[str, TypeFit], folder: Path) -> list[Path]:
-    """Write ``<type>.png`` per job type (``{name: fit}``) into ``folder``; returns the paths."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``<type>.png`` per job type (``{name: fit}``) into ``folder`` (which must exist); returns the paths."""
     paths = []
     for name, fit in types.items():
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

@@ -216,4 +216,4 @@ def _measured(refs: list[tuple[int, str]], rows: list[list[str | None]], keysets
     source = f"qsim {display_url(url)} prefix {prefix!r} queue{'s' if len(keysets) > 1 else ''} " + \
         ", ".join(k.queue for k in keysets)
     return Measured(jobs=jobs, attempts=attempts, queues=configs, source=source, resolution=1e-6,
-                    notes=tuple(notes))
+                    notes=tuple(notes), pickup_in_run=True)  # the engine's run: fetch stamp to ack stamp

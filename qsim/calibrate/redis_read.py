@@ -15,7 +15,7 @@ import redis
 
 from qsim.engine.connection import connect
 from qsim.errors import RedisUnavailable
-from qsim.safety import display_url
+from qsim.safety import unreachable
 
 __all__ = ["BATCH", "open_client", "redis_now", "newest_first", "all_members", "list_members", "hashes",
            "scan_some", "key_type"]
@@ -30,7 +30,7 @@ def open_client(url: str) -> Any:
         client = connect(url, socket_connect_timeout=5.0)
         client.ping()
     except (redis.RedisError, OSError, ValueError) as e:
-        raise RedisUnavailable(f"cannot reach Redis at {display_url(url)}: {e}") from e
+        raise RedisUnavailable(unreachable(url, e)) from e
     return client
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qsim import dists
 from qsim.calibrate.arrivals import ArrivalFit
 from qsim.calibrate.measured import Measured
 from qsim.calibrate.overhead import Overhead
@@ -27,8 +28,10 @@ from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.service import ServiceFit
 from qsim.calibrate.typefit import TypeFit
 from qsim.display import bullets, page, para, table
+from qsim.errors import UsageError
+from qsim.outpath import make_out_dir, out_file
 from qsim.scenario import Scenario
-from qsim.scenario_toml import write_toml
+from qsim.scenario_toml import to_toml, write_toml
 
 __all__ = ["TypeFit", "Calibration", "with_paths"]
 
@@ -144,7 +147,7 @@ class Calibration:
             else:
                 others = ", ".join(f"{kind} {v['ks']:.3g}" for kind, v in s.candidates.items() if kind != s.kind)
                 c[f"{k}.service"] = (f"{s.kind} by maximum likelihood from {s.n} successful runs{less}; "
-                                     f"KS {s.ks:.3g} (p {s.ks_p:.2g}, optimistic); other fits' KS: {others}")
+                                     f"KS {s.ks:.3g}, p {s.ks_p:.2g} by {s.p_method}; other fits' KS: {others}")
             fl = f.failures
             c[f"{k}.fail_prob"] = (f"{fl.failed_attempts} failed attempts, {fl.dead} dead of {fl.jobs} finished jobs; "
                                    f"95% CI [{fl.fail_ci[0]:.3g}, {fl.fail_ci[1]:.3g}]")
@@ -158,9 +161,19 @@ class Calibration:
         for i, q in enumerate(self.scenario.queues):
             c[f"queues[{i}]"] = "limits as stored in the queue's settings"
         o = self.overhead
-        c["engine.fetch_overhead"] = f"{o.source} (n = {o.n})" + (f"; {o.note}" if o.note else "")
+        c["engine"] = f"the per-job overhead: {o.treatment}; from {o.source} (n = {o.n})" + \
+            (f"\nnote: {o.note}" if o.note else "")
+        c["engine.fetch_overhead"] = "slot held before the handler: the probe's mean pickup" if o.source == "probe" \
+            else ("slot held before the handler: the mean pickup of jobs that found a slot free"
+                  if o.fetch_overhead else "none measured here (see the table's note)")
         c["engine.ack_overhead"] = "the probe's in-slot time beyond the handler, less fetch_overhead" \
             if o.source == "probe" else "not observable in job records (part of the fitted service)"
+        c["engine.pickup_latency"] = ("the mean pickup of jobs that found a slot free: not known to hold a slot, "
+                                      "so it is waited without holding one") if o.pickup_latency else \
+            "none (the pickup, if any, is fetch_overhead)"
+        if o.by_load:
+            c["engine.overhead_by_load"] = ("[utilization, fetch_overhead, ack_overhead] measured by the probe at "
+                                            "each load; the model reads the row of the load it simulates")
         return c
 
     def header(self) -> str:
@@ -170,23 +183,45 @@ class Calibration:
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
-    def write(self, path: str | Path) -> Scenario:
-        """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def write(self, path: str | Path, *, option: str | None = None) -> Scenario:
+        """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written.
+
+        The folder must exist (:mod:`qsim.outpath`). Everything is checked before a file is
+        written; if writing fails midway, the CSVs this call wrote are removed again and the
+        TOML is either the new one whole or untouched.
+
+        Raises:
+            UsageError: the folder is missing or not writable (``option`` names the CLI option).
+            ScenarioError: a name holds what TOML cannot (a lone surrogate), naming the key.
+        """
+        path = out_file(path, option)
         scenario = with_paths(self.scenario, path.parent, path.stem)
-        for j in scenario.jobs:
-            f = self.types[j.name]
-            if j.service.kind == "empirical":
-                pd.DataFrame({"seconds": f.service.sample}).to_csv(j.service.path, index=False)  # type: ignore[attr-defined]
-            if j.arrival is not None and j.arrival.kind == "trace":
-                pd.DataFrame({"at": f.arrival.times}).to_csv(j.arrival.path, index=False)  # type: ignore[attr-defined]
-        write_toml(scenario, path, comments=self.comments(), header=self.header())
+        comments, header = self.comments(), self.header()
+        to_toml(scenario, comments=comments, header=header, folder=path.parent)  # refuses before any file
+        written: list[Path] = []
+        try:
+            for j in scenario.jobs:
+                f = self.types[j.name]
+                if isinstance(j.service, dists.Empirical):
+                    written.append(Path(j.service.path))
+                    pd.DataFrame({"seconds": f.service.sample}).to_csv(written[-1], index=False)
+                if isinstance(j.arrival, dists.TraceArrivals):
+                    written.append(Path(j.arrival.path))
+                    pd.DataFrame({"at": f.arrival.times}).to_csv(written[-1], index=False)
+            write_toml(scenario, path, comments=comments, header=header, option=option)
+        except OSError as e:
+            _remove(written)
+            raise UsageError(f"{option + ' ' if option else ''}{path}: cannot write "
+                             f"({(e.strerror or str(e)).lower()})") from None
+        except BaseException:
+            _remove(written)
+            raise
         return Scenario.from_toml(path)
 
-    def plots(self, folder: str | Path) -> list[Path]:
-        """One PNG per job type in ``folder``: measured vs fitted service CDF, arrivals per minute."""
-        return write_plots(self.types, Path(folder))
+    def plots(self, folder: str | Path, *, option: str | None = None) -> list[Path]:
+        """One PNG per job type in ``folder`` (created if missing; its parent must exist):
+        measured vs fitted service CDF, arrivals per minute."""
+        return write_plots(self.types, make_out_dir(folder, option))
 
     # -- display --------------------------------------------------------------
     def table(self) -> pd.DataFrame:
@@ -196,6 +231,7 @@ class Calibration:
             rows.append({"type": name, "queue": f.queue, "jobs": f.jobs, "arrival": _arrival_text(f.arrival),
                          "service": _service_text(f.service), "n": f.service.n,
                          "KS": None if math.isnan(f.service.ks) else round(f.service.ks, 4),
+                         "KS p": None if math.isnan(f.service.ks_p) else round(f.service.ks_p, 3),
                          "fail_prob": round(f.failures.fail_prob, 4), "poison_prob": round(f.failures.poison_prob, 4),
                          "attempts": f.attempts, "priority": f.priority})
         return pd.DataFrame(rows)
@@ -216,7 +252,12 @@ class Calibration:
 
     def _engine_line(self) -> str:
         o = self.overhead
-        return f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)} ({o.source})"
+        if o.by_load:
+            rows = ", ".join(f"{u:.2g}: {_ms(f)} + {_ms(a)}" for u, f, a in o.by_load)
+            return f"engine: overhead by load (utilization: fetch + ack) {rows} ({o.source})"
+        pickup = f", pickup_latency {_ms(o.pickup_latency)}" if o.pickup_latency else ""
+        return (f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)}{pickup} "
+                f"({o.source}: {o.treatment})")
 
     def __repr__(self) -> str:
         lines = [self._summary_line()]
@@ -238,6 +279,11 @@ class Calibration:
                     bullets(self.warnings))
 
 
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)
+
+
 def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:
     """``scenario`` with its empirical and trace CSVs named ``<stem>.<type>.service.csv`` /
     ``.arrivals.csv`` in ``folder``."""
@@ -245,9 +291,9 @@ def with_paths(scenario: Scenario, folder: Path, stem: str) -> Scenario:
     for j in scenario.jobs:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in j.name)
         svc, arr = j.service, j.arrival
-        if svc.kind == "empirical":
-            svc = replace(svc, path=folder / f"{stem}.{safe}.service.csv")  # type: ignore[type-var]
-        if arr is not None and arr.kind == "trace":
-            arr = replace(arr, path=folder / f"{stem}.{safe}.arrivals.csv")  # type: ignore[type-var]
+        if isinstance(svc, dists.Empirical):
+            svc = replace(svc, path=folder / f"{stem}.{safe}.service.csv")
+        if isinstance(arr, dists.TraceArrivals):
+            arr = replace(arr, path=folder / f"{stem}.{safe}.arrivals.csv")
         jobs.append(replace(j, service=svc, arrival=arr))
     return replace(scenario, jobs=tuple(jobs))

@@ -15,6 +15,15 @@ and a dead job every attempt; without ``max_attempts``, a type's jobs were
 allowed the most attempts any of its jobs made. A job's run is
 ``finished - started`` when it made one attempt (with several, the table
 does not say when the last one started).
+
+Impossible rows (:func:`impossible_rows`) are refused with their line number:
+an empty ``enqueued``, a time that is not finite, ``started`` before
+``enqueued`` (the job ran before it existed), ``finished`` before ``started``
+(a negative run time) or before ``enqueued``, a negative ``attempts``,
+``failed_attempts`` or ``timeout``, more failed attempts than attempts. With
+``drop_bad_rows=True`` (``qsim calibrate --from csv --drop-bad-rows``) they
+are left out instead, and the calibration's warnings say how many, of which
+kind, and the first line of each kind.
 """
 
 from __future__ import annotations
@@ -28,12 +37,13 @@ import pandas as pd
 from qsim.calibrate.measured import Measured, measured_jobs
 from qsim.errors import CalibrationError
 
-__all__ = ["REQUIRED", "OPTIONAL", "read_table", "measured_from_table"]
+__all__ = ["REQUIRED", "OPTIONAL", "read_table", "measured_from_table", "impossible_rows"]
 
 REQUIRED = ("type", "enqueued", "started", "finished")
 OPTIONAL = ("queue", "attempts", "outcome", "priority", "job_id", "failed_attempts", "max_attempts", "worker",
             "timeout")
 _OUTCOMES = ("completed", "dead", "unfinished", "lost")
+_NUMERIC_OPTIONAL = ("attempts", "failed_attempts", "timeout", "priority", "max_attempts")
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -51,38 +61,114 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def _numbers(df: pd.DataFrame, column: str, label: str, *, required: bool) -> np.ndarray:
+def _numbers(df: pd.DataFrame, column: str, label: str) -> np.ndarray:
+    """A numeric column as floats (NaN where empty); text where a number belongs is an error naming its line."""
     raw = df[column]
     values = pd.to_numeric(raw, errors="coerce")
     bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise CalibrationError(f"{label} line {row + 2}: {column} is not a number: {str(raw.iloc[row])[:40]!r}")
-    if required and values.isna().any():
-        row = int(np.flatnonzero(values.isna().to_numpy())[0])
-        raise CalibrationError(f"{label} line {row + 2}: {column} is empty")
-    out = values.to_numpy(float)
-    if not np.isfinite(out[~np.isnan(out)]).all():
-        raise CalibrationError(f"{label}: {column} holds a value that is not finite")
+    return values.to_numpy(float)
+
+
+def _column(df: pd.DataFrame, column: str) -> np.ndarray:
+    """A numeric column as floats (NaN where empty; the whole column NaN when absent)."""
+    return pd.to_numeric(df[column], errors="coerce").to_numpy(float) if column in df else np.full(len(df), np.nan)
+
+
+#: The kinds of impossible row, in the order they are looked for: (name, what the message says).
+_KINDS = (
+    ("enqueued empty", "enqueued is empty"),
+    ("not finite", "a time that is not finite"),
+    ("started before enqueued", "started ({started}) is before enqueued ({enqueued}): the job ran before it existed"),
+    ("finished before started", "finished ({finished}) is before started ({started}): a negative run time"),
+    ("finished before enqueued", "finished ({finished}) is before enqueued ({enqueued})"),
+    ("negative count", "attempts, failed_attempts or timeout is negative"),
+    ("more failures than attempts", "failed_attempts is more than attempts"),
+)
+_SLACK = 1e-9  # seconds: times written with rounding may tie
+
+
+def impossible_rows(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The impossible rows of a jobs table (see the module docstring): ``{kind: row positions}``,
+    each row under the first kind it shows (kinds as in :data:`_KINDS`), kinds without rows left out."""
+    enq, start, fin = _column(df, "enqueued"), _column(df, "started"), _column(df, "finished")
+    attempts, failed, timeout = _column(df, "attempts"), _column(df, "failed_attempts"), _column(df, "timeout")
+    with np.errstate(invalid="ignore"):
+        tests = {
+            "enqueued empty": np.isnan(enq),
+            "not finite": np.isinf(enq) | np.isinf(start) | np.isinf(fin),
+            "started before enqueued": start < enq - _SLACK,
+            "finished before started": fin < start - _SLACK,
+            "finished before enqueued": fin < enq - _SLACK,
+            "negative count": (attempts < 0) | (failed < 0) | (timeout < 0),
+            "more failures than attempts": failed > attempts,
+        }
+    seen = np.zeros(len(df), dtype=bool)
+    out: dict[str, np.ndarray] = {}
+    for kind, _ in _KINDS:
+        rows = tests[kind] & ~seen
+        if rows.any():
+            out[kind] = np.flatnonzero(rows)
+            seen |= rows
     return out
 
 
-def measured_from_table(df: pd.DataFrame, *, label: str = "table") -> Measured:
-    """Check a jobs table (see the module docstring) and turn it into measured jobs."""
+def _row_text(df: pd.DataFrame, kind: str, row: int) -> str:
+    values = {c: float(pd.to_numeric(df[c].iloc[row], errors="coerce")) for c in ("enqueued", "started", "finished")}
+    return dict(_KINDS)[kind].format(**values)
+
+
+def _check_rows(df: pd.DataFrame, label: str, drop_bad_rows: bool) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` without its impossible rows (with ``drop_bad_rows``) and the warning saying so; without
+    ``drop_bad_rows`` the first impossible row is a CalibrationError naming its line."""
+    found = impossible_rows(df)
+    if not found:
+        return df, []
+    total = sum(len(rows) for rows in found.values())
+    if not drop_bad_rows:
+        kind, rows = min(found.items(), key=lambda kv: kv[1][0])
+        more = f" ({total - 1} more impossible row{'s' if total > 2 else ''} in the file)" if total > 1 else ""
+        raise CalibrationError(f"{label} line {rows[0] + 2}: {_row_text(df, kind, int(rows[0]))}{more}; fix the "
+                               "file, or pass --drop-bad-rows to leave such rows out with a count")
+    kept = np.ones(len(df), dtype=bool)
+    for rows in found.values():
+        kept[rows] = False
+    parts = ", ".join(f"{len(rows)} {kind} (first at line {rows[0] + 2})" for kind, rows in found.items())
+    note = f"dropped {total} impossible row{'s' if total > 1 else ''} of {len(df)} from {label} (--drop-bad-rows): {parts}"
+    return df[kept].reset_index(drop=True), [note]
+
+
+def measured_from_table(df: pd.DataFrame, *, label: str = "table", drop_bad_rows: bool = False) -> Measured:
+    """Check a jobs table (see the module docstring) and turn it into measured jobs.
+
+    Raises:
+        CalibrationError: a missing column, a value that is not a number, an impossible row
+            (unless ``drop_bad_rows``: then it is left out and counted in the notes).
+    """
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise CalibrationError(f"{label} has no column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                                f"(needs {', '.join(REQUIRED)}; optional: {', '.join(OPTIONAL[:4])})")
     if len(df) == 0:
         raise CalibrationError(f"{label} holds no jobs")
-    cols: dict[str, Any] = {"type": df["type"].astype(str).to_numpy()}
+    df = df.reset_index(drop=True)
+    # what no flag makes usable, refused with its line first: an empty type, text where a number belongs
     if df["type"].isna().any():
         row = int(np.flatnonzero(df["type"].isna().to_numpy())[0])
         raise CalibrationError(f"{label} line {row + 2}: type is empty")
+    for c in ("enqueued", "started", "finished", *_NUMERIC_OPTIONAL):
+        if c in df:
+            _numbers(df, c, label)
+    df, dropped = _check_rows(df, label, drop_bad_rows)
+    if len(df) == 0:
+        raise CalibrationError(f"{label}: every row is impossible ({dropped[0]})")
+    cols: dict[str, Any] = {"type": df["type"].astype(str).to_numpy()}
     for c in ("enqueued", "started", "finished"):
-        cols[c] = _numbers(df, c, label, required=c == "enqueued")
+        cols[c] = _numbers(df, c, label)
     n = len(df)
-    attempts = _numbers(df, "attempts", label, required=False) if "attempts" in df else np.ones(n)
+    attempts = _numbers(df, "attempts", label) if "attempts" in df else np.ones(n)
     attempts = np.where(np.isnan(attempts), np.where(np.isfinite(cols["started"]), 1, 0), attempts).astype(np.int64)
     if "outcome" in df:
         outcome = df["outcome"].fillna("").astype(str).str.strip().to_numpy(dtype=object)
@@ -94,7 +180,7 @@ def measured_from_table(df: pd.DataFrame, *, label: str = "table") -> Measured:
     else:
         outcome = np.where(np.isfinite(cols["finished"]), "completed", "unfinished").astype(object)
     if "failed_attempts" in df:
-        failed = np.nan_to_num(_numbers(df, "failed_attempts", label, required=False), nan=-1).astype(np.int64)
+        failed = np.nan_to_num(_numbers(df, "failed_attempts", label), nan=-1).astype(np.int64)
     else:
         failed = np.where(outcome == "completed", attempts - 1, np.where(outcome == "dead", attempts, -1))
     cols.update(outcome=outcome, attempts=attempts, failed_attempts=failed)
@@ -104,20 +190,15 @@ def measured_from_table(df: pd.DataFrame, *, label: str = "table") -> Measured:
     if "queue" in cols:
         cols["queue"] = np.where(cols["queue"] == "", "default", cols["queue"])
     if "priority" in df:
-        cols["priority"] = np.nan_to_num(_numbers(df, "priority", label, required=False)).astype(np.int64)
+        cols["priority"] = np.nan_to_num(_numbers(df, "priority", label)).astype(np.int64)
     if "timeout" in df:
-        cols["timeout"] = np.nan_to_num(_numbers(df, "timeout", label, required=False))
+        cols["timeout"] = np.nan_to_num(_numbers(df, "timeout", label))
     if "max_attempts" in df:
-        cols["max_attempts"] = np.nan_to_num(_numbers(df, "max_attempts", label, required=False), nan=-1).astype(np.int64)
+        cols["max_attempts"] = np.nan_to_num(_numbers(df, "max_attempts", label), nan=-1).astype(np.int64)
     else:
         most = pd.Series(attempts).groupby(cols["type"]).transform("max").to_numpy()
         cols["max_attempts"] = np.maximum(most, 1)
     jobs = measured_jobs(cols)
-    bad_order = np.isfinite(jobs["started"]) & (jobs["started"] < jobs["enqueued"] - 1e-9)
-    if bad_order.any():
-        row = int(np.flatnonzero(bad_order.to_numpy())[0])
-        raise CalibrationError(f"{label} line {row + 2}: started ({jobs['started'].iloc[row]}) is before "
-                               f"enqueued ({jobs['enqueued'].iloc[row]})")
     notes = ("the table records no backoff: retried types get the default (exponential, 1 s, max 60 s)",) \
         if (jobs["max_attempts"] > 1).any() else ()
-    return Measured(jobs=jobs, source=label, resolution=1e-6, notes=notes)
+    return Measured(jobs=jobs, source=label, resolution=1e-6, notes=tuple(dropped) + notes)

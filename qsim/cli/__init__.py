@@ -26,8 +26,8 @@ import sys
 from collections.abc import Sequence
 
 from qsim.cli import advise, autoscale, calibrate, plan, run, scenarios, simulate, worker
-from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, err
-from qsim.errors import QsimError, ScenarioError, TheoryNotApplicable, ToleranceError
+from qsim.cli.common import EXIT_FAILURE, err, exit_code
+from qsim.errors import QsimError
 
 __all__ = ["main", "build_parser"]
 
@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``qsim`` command."""
     parser = argparse.ArgumentParser(
         prog="qsim", description="Plan and load-test Redis-backed job queues.",
-        epilog="Exit codes: 0 success, 2 bad input, 1 other failure.")
+        epilog="Exit codes: 0 success, 2 bad input (a scenario, an argument, an output path, a Redis URL that is "
+               "malformed or cannot be reached), 1 other failure.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMANDS:
@@ -56,15 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
-    except (ScenarioError, TheoryNotApplicable, ToleranceError) as e:
+    except QsimError as e:  # the exit code of each error: qsim.cli.common.exit_code
         err(args.command, str(e))
-        return EXIT_BAD_INPUT
-    except QsimError as e:
-        err(args.command, str(e))
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
+        return exit_code(e)
+    except KeyboardInterrupt as e:
         err(args.command, "interrupted")
-        return 130
+        return exit_code(e)
     except BrokenPipeError:  # stdout closed early (| head): not an error worth a traceback
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
         return EXIT_FAILURE

@@ -9,7 +9,8 @@ Read-only on the Redis it reads (the :mod:`qsim.calibrate` sources). The logic
 is :mod:`qsim.advise`; this module parses, prints and, with ``--watch``,
 repeats (a line with a timestamp whenever the recommendation or a key figure
 changes; Ctrl-C ends it with exit 0). Exit 2 on bad input (an SLO, a window,
-no jobs in the window, a queue that is not there), 1 when Redis is unreachable.
+no jobs in the window, a queue that is not there, an ``--out`` whose folder is
+missing, a Redis URL that is malformed or cannot be reached), 1 on other failures.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from qsim.cli.common import (
     pos_float,
     pos_int,
     print_json,
+    redis_url,
     resolve_redis_url,
 )
 from qsim.cli.plan import confidence_arg, replications_arg
-from qsim.errors import CalibrationError, QsimError, RedisUnavailable, ScenarioError
+from qsim.errors import ScenarioError, UsageError
+from qsim.outpath import out_file
 
 __all__ = ["register", "cmd_advise"]
 
@@ -64,7 +67,9 @@ def _check(args: argparse.Namespace) -> str | None:
     try:
         parse_slos(args.slo)
         parse_window(args.window)
-    except ScenarioError as e:
+        if args.out is not None:  # before anything is read: nothing is written for a path that cannot be
+            out_file(args.out, "--out")
+    except (ScenarioError, UsageError) as e:
         return str(e)
     return None
 
@@ -78,7 +83,7 @@ def _once(args: argparse.Namespace, url: str) -> int:
     finally:
         progress.close()
     if args.out:
-        advice.write(args.out)
+        advice.write(args.out, option="--out")
     if args.json:
         print_json(advice.as_json(args.out) if args.out else advice.as_json())
     else:
@@ -115,7 +120,7 @@ def _watch(args: argparse.Namespace, url: str) -> int:
                 continue
             shown = item
             if args.out and isinstance(item, Advice):
-                item.write(args.out)
+                item.write(args.out, option="--out")
             if args.json:
                 full = item.as_json(args.out) if args.out and isinstance(item, Advice) else item.as_json()
                 doc = {k: v for k, v in full.items() if k != "scenario"}
@@ -144,16 +149,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if problem:
         return _bad(problem)
     url = resolve_redis_url(args.redis)
-    try:
-        return _watch(args, url) if args.watch is not None else _once(args, url)
-    except (CalibrationError, ScenarioError) as e:
-        return _bad(str(e))
-    except RedisUnavailable as e:
-        err("advise", str(e))
-        return EXIT_FAILURE
-    except QsimError as e:
-        err("advise", str(e))
-        return EXIT_FAILURE
+    # errors go to qsim.cli.main: exit 2 for bad input (a window without jobs, Redis unreachable), else 1
+    return _watch(args, url) if args.watch is not None else _once(args, url)
 
 
 def register(sub: Any) -> None:
@@ -167,8 +164,9 @@ def register(sub: Any) -> None:
                     "(the queue's rate or concurrency limit, or no count up to --max-workers) is said in words. "
                     "--watch S repeats every S seconds and prints a line only when something changes.",
         epilog="Exit codes: 0 success (and Ctrl-C ending --watch), 2 bad input (an SLO, a window, no jobs in the "
-               "window, a missing queue), 1 other failures (e.g. Redis unreachable).")
-    p.add_argument("--redis", metavar="URL", help="the Redis to read (default $REDIS_URL, then "
+               "window, a missing queue, an --out whose folder is missing, a Redis URL that is malformed or cannot "
+               "be reached), 1 other failures.")
+    p.add_argument("--redis", type=redis_url, metavar="URL", help="the Redis to read (default $REDIS_URL, then "
                                                   "redis://127.0.0.1:6379/0); never written to")
     p.add_argument("--queue", action="append", required=True, metavar="NAME",
                    help="the queue (repeat for the queues one pool serves together)")
@@ -206,7 +204,7 @@ def register(sub: Any) -> None:
                    help="with --watch: serve qsim_recommended_workers and friends on http://0.0.0.0:P/metrics")
     p.add_argument("--out", metavar="FILE.toml",
                    help="write the planned scenario (offline: qsim plan FILE.toml with the printed arguments); "
-                        "with --watch, that of each advice printed")
+                        "with --watch, that of each advice printed; its folder must exist")
     p.add_argument("--json", action="store_true",
                    help='print {"recommended_workers": N or null, "concurrency": C, "reason": ..., ...}; with '
                         "--watch one JSON line per change")

@@ -1,10 +1,15 @@
 """What every ``qsim`` subcommand shares: exit codes, argparse types, the default
 Redis URL, scenario loading, progress on stderr and JSON on stdout.
 
-Exit codes: 0 success, 2 bad input (scenario, arguments) with a message naming
-what is wrong, 1 any other failure (``qsim worker`` adds 3: jobs were cut off at
-shutdown and handed back). ``--json`` prints exactly one JSON document on
-stdout; logs and progress go to stderr.
+Exit codes (the one place they are decided, :func:`exit_code`; the table is
+``docs/reference/exit-codes.md``): 0 success; 2 bad input, with one sentence
+naming what is wrong: a scenario, an argument, a CSV or a window of measured
+jobs (:class:`~qsim.errors.CalibrationError`), an output path
+(:mod:`qsim.outpath`), a Redis URL that is malformed or cannot be reached;
+1 any other failure (``qsim compare --check`` out of tolerance, a worker
+process that did not start, Redis going away mid-run); 3 ``qsim worker``: jobs
+were cut off at shutdown and handed back; 130 interrupted. ``--json`` prints
+exactly one JSON document on stdout; logs and progress go to stderr.
 """
 
 from __future__ import annotations
@@ -17,19 +22,62 @@ import sys
 import time
 from typing import Any, TextIO
 
+from qsim.engine import EXIT_CUT_OFF
 from qsim.engine.connection import DEFAULT_REDIS_URL
+from qsim.errors import (CalibrationError, RedisUnavailable, ScenarioError, TheoryNotApplicable,
+                         ToleranceError, UsageError)
+from qsim.safety import check_redis_url
 from qsim.scenarios import load as load_scenario
 
-__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "DEFAULT_REDIS_URL", "resolve_redis_url",
-           "nonneg_int", "pos_int", "pos_float", "nonneg_float", "load_scenario", "Progress", "print_json",
-           "finite", "fmt", "err"]
+__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "EXIT_CUT_OFF", "EXIT_INTERRUPTED", "BAD_INPUT",
+           "exit_code", "DEFAULT_REDIS_URL", "resolve_redis_url", "redis_url", "nonneg_int", "pos_int", "pos_float",
+           "nonneg_float", "load_scenario", "Progress", "print_json", "finite", "fmt", "err"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+#: Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
+#: The errors that are the user's input, not a failure of qsim or its surroundings: exit 2.
+BAD_INPUT: tuple[type[BaseException], ...] = (ScenarioError, TheoryNotApplicable, ToleranceError, CalibrationError,
+                                              UsageError, RedisUnavailable)
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code for an error that ended a command: 2 for :data:`BAD_INPUT`, 130 for Ctrl-C, else 1.
+
+    ``RedisUnavailable`` counts as bad input: the URL named a Redis that cannot be reached (or
+    refused the login).
+    """
+    if isinstance(error, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(error, BAD_INPUT):
+        return EXIT_BAD_INPUT
+    return EXIT_FAILURE
 
 
 def resolve_redis_url(arg: str | None) -> str:
-    """``--redis``, else ``$REDIS_URL``, else :data:`DEFAULT_REDIS_URL` (``redis://127.0.0.1:6379/0``)."""
-    return arg or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    """``--redis``, else ``$REDIS_URL``, else :data:`DEFAULT_REDIS_URL` (``redis://127.0.0.1:6379/0``).
+
+    Raises:
+        UsageError: the URL is malformed (``$REDIS_URL`` is named when it came from there).
+    """
+    if arg:
+        return check_redis_url(arg)
+    env = os.environ.get("REDIS_URL")
+    if env:
+        try:
+            return check_redis_url(env)
+        except UsageError as e:
+            raise UsageError(f"$REDIS_URL: {e}") from None
+    return DEFAULT_REDIS_URL
+
+
+def redis_url(text: str) -> str:
+    """argparse type of ``--redis``: a Redis URL (``redis://HOST:PORT/DB``, ``rediss://``, ``unix://``,
+    ``redis+cluster://``); a malformed one is refused before anything runs (exit 2)."""
+    try:
+        return check_redis_url(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def err(command: str, message: str) -> None:

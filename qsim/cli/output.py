@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from qsim.cli.common import finite, fmt
+from qsim.outpath import make_out_dir
 from qsim.records import Records
 from qsim.scenario import Scenario
 
@@ -118,12 +119,13 @@ def format_check(doc: Mapping[str, Any], side: str = "engine") -> str:
 
 
 def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: Mapping[str, Any], scenario: Scenario,
-                  records: Records | None = None) -> None:
+                  records: Records | None = None, *, option: str = "--out") -> None:
     """jobs.csv, attempts.csv, drains.csv (when processes were stopped), timeseries.csv,
-    summary.json and the PNG plots into ``out``."""
+    summary.json and the PNG plots into ``out`` (created if missing, one level: its parent
+    must exist, see :mod:`qsim.outpath`)."""
     from qsim.analysis import plots
 
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(out, option)
     jobs.to_csv(out / "jobs.csv", index=False)
     if records is not None:
         records.attempts.to_csv(out / "attempts.csv", index=False)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 from typing import Any
 
 from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, load_scenario, nonneg_int, pos_float, pos_int,
                               print_json)
 from qsim.cli.windows import apply_window
 from qsim.errors import ScenarioError
+from qsim.outpath import out_file
 
 __all__ = ["register", "cmd_plan", "replications_arg", "confidence_arg"]
 
@@ -64,8 +64,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     scenario = apply_window(load_scenario(args.scenario), args.window)
     slos = [parse_slo(text) for text in args.slo]
     vary = _vary(args.vary)
-    if args.plot and not Path(args.plot).resolve().parent.is_dir():
-        raise ScenarioError(f"--plot {args.plot}: no directory {str(Path(args.plot).resolve().parent)!r}")
+    if args.plot is not None:
+        out_file(args.plot, "--plot")  # before the runs: a path that cannot be written is refused first
     client = None
     if args.dask:
         try:
@@ -126,7 +126,7 @@ def register(sub: Any) -> None:
     p.add_argument("--dask", metavar="tcp://HOST:PORT", help="run the points on this Dask scheduler's cluster "
                    "(needs qsim[dask]; default: a local process pool)")
     p.add_argument("--plot", metavar="FILE.png", help="write a PNG: the first SLO's metric per point with its "
-                   "interval, the SLO line, the recommendation")
+                   "interval, the SLO line, the recommendation (its folder must exist)")
     p.add_argument("--window", type=pos_float, metavar="S",
                    help="length of the windows the windowed SLOs judge (default: the scenario's window, else 60)")
     p.add_argument("--peak", type=pos_float, default=3600.0, metavar="S",

@@ -18,18 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, finite, load_scenario, nonneg_float, nonneg_int,
-                              pos_int, print_json)
+                              pos_int, print_json, redis_url, resolve_redis_url)
 from qsim.cli.output import format_check, format_comparison, format_summary, write_outputs
 from qsim.cli.windows import (add_window_args, apply_window, format_window_comparison, format_windows,
                               write_windows)
+from qsim.outpath import out_dir
 
 __all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
 
 
 @contextlib.contextmanager
 def redis_for(args: argparse.Namespace) -> Iterator[str]:
-    """The Redis URL to run against, starting a throwaway server when none is given."""
-    url = args.redis or os.environ.get("REDIS_URL")
+    """The Redis URL to run against, starting a throwaway server when none is given.
+
+    Raises:
+        UsageError: the URL (``--redis`` or ``$REDIS_URL``) is malformed, or not local and not confirmed.
+    """
+    url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if url:
         from qsim.safety import require_local_or_confirmed
 
@@ -64,6 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     scenario = apply_window(load_scenario(args.scenario), args.window)
     check_supported(scenario)  # bad input is refused before any process starts
+    if args.out is not None:
+        out_dir(args.out, "--out")
     with redis_for(args) as url:
         result = _engine(args, scenario, url)
     if args.out:
@@ -88,7 +95,7 @@ def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
 
     check_supported(scenario, compare=True)
     queue_map(scenario, args.queue or [])  # bad --queue values are refused before anything runs
-    url = args.redis or os.environ.get("REDIS_URL")
+    url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if not url:
         raise ScenarioError("--target bullmq needs --redis URL (or $REDIS_URL): the Redis your BullMQ workers use")
     require_local_or_confirmed(url, args.i_know_this_is_not_local)
@@ -116,6 +123,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
             raise ScenarioError("--queue and --prefix name BullMQ queues: use them with --target bullmq")
         check_supported(scenario)
+    if args.out is not None:
+        out_dir(args.out, "--out")  # before anything runs: a path that cannot be written is refused first
     slos = [parse_slo(text) for text in args.slo or []]
     checking = args.check or args.tolerance is not None or bool(slos)
     # a bad tolerance file is refused (exit 2) before anything runs
@@ -163,8 +172,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
-    p.add_argument("--redis", metavar="URL", help="Redis to run on (default: $REDIS_URL, else a throwaway "
-                                                  "redis-server started for this command)")
+    p.add_argument("--redis", type=redis_url, metavar="URL",
+                   help="Redis to run on (default: $REDIS_URL, else a throwaway redis-server started for this "
+                        "command)")
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="add only the first N jobs")
     p.add_argument("--drain-timeout", type=nonneg_float, metavar="S",
@@ -185,7 +195,8 @@ def register(sub: Any) -> None:
                                    "the planned arrivals, real signals for events. Prints the same Summary as "
                                    "`qsim simulate`, measured.")
     _common(p)
-    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json and PNG plots "
+                   "(DIR is created if missing; its parent must exist)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("compare", help="model and engine side by side, with ratios; --check: a verdict",
                        description="Simulate SCENARIO and run it on the engine; print both Summaries and "
@@ -212,5 +223,6 @@ def register(sub: Any) -> None:
                    help="an objective the engine's run must meet (implies --check; repeatable): p95_wait<=2, "
                         "'p95_wait<=2 in 95%% of windows', 'p95_wait<=2 in every window'")
     p.add_argument("--out", metavar="DIR", help="write comparison.json, windows.csv and windows.png (rate, depth "
-                                                "and p95 wait over time, model beside engine)")
+                                                "and p95 wait over time, model beside engine; DIR is created if "
+                                                "missing, its parent must exist)")
     p.set_defaults(func=cmd_compare)

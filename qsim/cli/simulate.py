@@ -9,6 +9,7 @@ from typing import Any
 from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
 from qsim.cli.output import format_summary, format_theory, write_outputs
 from qsim.cli.windows import add_window_args, apply_window, format_windows, write_windows
+from qsim.outpath import out_dir
 
 __all__ = ["register", "cmd_simulate", "cmd_theory"]
 
@@ -18,6 +19,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from qsim.model import simulate
 
     scenario = apply_window(load_scenario(args.scenario), args.window)
+    if args.out is not None:
+        out_dir(args.out, "--out")  # before the run: a path that cannot be written is refused first
     recommend = None
     if any(a.policy == "qsim" or a.metric == "recommended_workers" for a in scenario.autoscalers):
         from qsim.analysis.autoscale import advisors
@@ -40,6 +43,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.windows:
             print()
             print(format_windows(result.summary))
+        if scenario.engine.overhead_by_load:  # which row of the table the model applied
+            from qsim.load_overhead import engine_overhead
+
+            o = engine_overhead(scenario)
+            print(f"\nengine overhead: fetch {o.fetch * 1e3:.3g} ms + ack {o.ack * 1e3:.3g} ms per attempt, "
+                  f"{o.source}")
         if args.out:
             print(f"\nwrote {args.out}/: jobs.csv timeseries.csv summary.json windows.csv queue_depth.png "
                   "wait_distribution.png windows.png")
@@ -68,7 +77,7 @@ def register(sub: Any) -> None:
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
     p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
     p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json, windows.csv and "
-                                                "PNG plots")
+                                                "PNG plots (DIR is created if missing; its parent must exist)")
     add_window_args(p)
     p.set_defaults(func=cmd_simulate)
 

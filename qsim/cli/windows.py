@@ -111,10 +111,12 @@ def windows_frame(summaries: Mapping[str, Mapping[str, Any]]) -> Any:
 
 
 def write_windows(out: Path, summaries: Mapping[str, Mapping[str, Any]], scenario: Scenario) -> list[str]:
-    """``windows.csv`` and ``windows.png`` into ``out``; returns the names written."""
+    """``windows.csv`` and ``windows.png`` into ``out`` (created if missing, one level: its parent must
+    exist, see :mod:`qsim.outpath`); returns the names written."""
     from qsim.analysis.plots import windows_plot
+    from qsim.outpath import make_out_dir
 
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(out, "--out")
     windows_frame(summaries).to_csv(out / "windows.csv", index=False)
     windows_plot(summaries, title=f"{scenario.name}: per window ({scenario.window_length:g} s)").savefig(
         out / "windows.png", dpi=100)

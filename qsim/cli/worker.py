@@ -1,9 +1,10 @@
 """The engine's subcommands of ``qsim``: ``worker``, ``stats`` and ``dlq``.
 
 :mod:`qsim.cli` calls :func:`register` with its subparsers; each subcommand sets
-``func(args) -> int`` (the exit code: 0 success, 1 failure such as an
-unreachable Redis, 2 bad input; ``worker`` also returns 3 when jobs were cut
-off at shutdown and handed back to the queue).
+``func(args) -> int`` (the exit code, :func:`qsim.cli.common.exit_code`: 0
+success, 2 bad input (arguments, a Redis URL that is malformed or cannot be
+reached), 1 other failures; ``worker`` also returns 3 when jobs were cut off at
+shutdown and handed back to the queue).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, nonneg_float,
-                              nonneg_int, pos_float, pos_int, resolve_redis_url)
-from qsim.engine import EXIT_CUT_OFF, Queue, Worker
-from qsim.engine.connection import display_url
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, exit_code,
+                              pos_float, pos_int, redis_url, resolve_redis_url)
+from qsim.engine import EXIT_CUT_OFF, Queue, Worker, WorkerSettings
+from qsim.safety import unreachable
 from qsim.engine.eventloop import NO_UVLOOP_ENV, run_process
 from qsim.engine.keys import DEFAULT_PREFIX
 from qsim.engine.payload import DEFAULT_REDACT
@@ -42,21 +43,18 @@ def load_handler(spec: str) -> Callable[..., Any]:
         mod = importlib.import_module(module)
     except ImportError as e:
         raise ValueError(f"cannot import module {module!r}: {e}") from e
-    handler = getattr(mod, func, None)
+    handler: Callable[..., Any] | None = getattr(mod, func, None)
     if handler is None:
         raise ValueError(f"module {module!r} has no attribute {func!r}")
     if not inspect.iscoroutinefunction(handler):
         raise ValueError(f"{spec} must be an async function (async def {func}(job): ...)")
-    return handler  # type: ignore[no-any-return]
+    return handler
 
 
-def _common(p: argparse.ArgumentParser, queue_required: bool = True, many: bool = False) -> None:
-    if many:
-        p.add_argument("--queue", required=queue_required, metavar="NAME", action="append",
-                       help="queue name (repeat to serve several queues; see --policy)")
-    else:
-        p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
-    p.add_argument("--redis", metavar="URL", help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
+def _common(p: argparse.ArgumentParser, queue_required: bool = True) -> None:
+    p.add_argument("--queue", required=queue_required, metavar="NAME", help="queue name")
+    p.add_argument("--redis", type=redis_url, metavar="URL",
+                   help=f"Redis URL (default: $REDIS_URL, then {DEFAULT_REDIS_URL})")
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix (default: {DEFAULT_PREFIX})")
 
 
@@ -70,29 +68,16 @@ def _redacted_fields(args: argparse.Namespace) -> tuple[str, ...]:
     return (*DEFAULT_REDACT, *getattr(args, "redact", []))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``worker``, ``stats`` and ``dlq`` to the ``qsim`` command."""
     p = subparsers.add_parser(
         "worker", help="run a job handler on a queue",
         description="Run the async function MODULE:FUNCTION on the jobs of a queue until SIGTERM/SIGINT. "
                     "Exit code 0 when drained, 3 when jobs were cut off at the end of the grace period "
-                    "(and handed back to the queue), 1 when Redis is unreachable, 2 on bad arguments.")
+                    "(and handed back to the queue), 2 on bad arguments or a Redis that cannot be reached, 1 on other failures.")
     p.add_argument("handler", metavar="MODULE:FUNCTION", help="async def FUNCTION(job) -> JSON result")
-    _common(p, many=True)
-    p.add_argument("--policy", default="priority", choices=("priority", "ordered", "wrr"),
-                   help="how to choose among several queues (default priority)")
-    p.add_argument("--weight", action="append", default=[], metavar="QUEUE=W",
-                   help="wrr weight of a queue, a whole number >= 1 (repeatable; default 1)")
-    p.add_argument("--group", metavar="TAG", help="hash tag the queues share (needed on Redis Cluster)")
-    p.add_argument("--concurrency", type=pos_int, default=10, help="jobs run at once (default 10)")
-    p.add_argument("--lock-duration", type=pos_float, default=30.0, help="job lock in seconds (default 30)")
-    p.add_argument("--stalled-interval", type=pos_float, default=30.0, help="stalled check period (default 30)")
-    p.add_argument("--max-stalled", type=nonneg_int, default=1, help="stalls before the DLQ (default 1)")
-    p.add_argument("--shutdown-grace", type=nonneg_float, default=30.0, help="drain time on SIGTERM (default 30)")
-    p.add_argument("--prefetch", type=_prefetch, default="auto", metavar="auto|N",
-                   help="jobs fetched ahead of free slots: auto (default: a few, only for short jobs on queues "
-                        "without concurrency or rate limits) or a fixed number (0: never)")
-    _redact_option(p)
+    WorkerSettings.add_arguments(p, overrides={"redis": {"type": redis_url, "help": "Redis URL (default: "
+                                                         f"$REDIS_URL, then {DEFAULT_REDIS_URL})"}})
     p.add_argument("--no-uvloop", action="store_true",
                    help=f"run on asyncio's own event loop even when uvloop is installed (the fast extra); "
                         f"also {NO_UVLOOP_ENV}=1")
@@ -129,11 +114,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _ids_anywhere(p)
 
 
-def _prefetch(text: str) -> int | str:
-    """argparse type of ``--prefetch``: ``auto`` or an integer >= 0."""
-    return "auto" if text == "auto" else nonneg_int(text)
-
-
 def _ids_anywhere(p: argparse.ArgumentParser) -> None:
     """Let ``dlq show --queue q ID`` take the ids after the options too: argparse fills the ``ids``
     positional (nargs="*") with nothing when an option follows the action, then calls a later id
@@ -148,38 +128,32 @@ def _ids_anywhere(p: argparse.ArgumentParser) -> None:
             rest = [a for a in rest if a.startswith("-")]
         return ns, rest
 
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]  # this one parser's, on purpose
 
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """``qsim worker``."""
-    try:
-        handler = load_handler(args.handler)
-        weights = {}
-        for item in args.weight:
-            name, sep, w = item.partition("=")
-            if not sep or not w.strip().isdigit():
-                raise ValueError(f"--weight must be QUEUE=W with a whole number W, got {item!r}")
-            weights[name] = int(w)
-        worker = Worker(args.queue, handler, policy=args.policy, weights=weights, group=args.group,
-                        redis=resolve_redis_url(args.redis), concurrency=args.concurrency,
-                        lock_duration=args.lock_duration, stalled_interval=args.stalled_interval,
-                        max_stalled=args.max_stalled, shutdown_grace=args.shutdown_grace, prefix=args.prefix,
-                        redact=_redacted_fields(args), prefetch=args.prefetch)
-    except ValueError as e:
-        err("worker", str(e))
-        return EXIT_BAD_INPUT
     if args.advise_slo and args.metrics_port is None:
         err("worker", "--advise-slo needs --metrics-port P (the advice is exported as metrics)")
         return EXIT_BAD_INPUT
-    advisor = None
-    if args.advise_slo:
+    if args.advise_slo:  # checked before the handler is imported: the message names qsim worker's own options
+        from qsim.advise.core import parse_slos, parse_window
+
         try:
-            advisor = _advisor(args)
-        except ValueError as e:  # ScenarioError: a bad SLO or window
+            parse_slos(args.advise_slo, option="--advise-slo")
+            parse_window(args.advise_window, option="--advise-window")
+        except ValueError as e:
             err("worker", str(e))
             return EXIT_BAD_INPUT
+    try:
+        handler = load_handler(args.handler)
+        settings = WorkerSettings.from_args(args, redis=resolve_redis_url(args.redis))
+        worker = Worker(settings, handler)
+    except ValueError as e:
+        err("worker", str(e))
+        return EXIT_BAD_INPUT
+    advisor = _advisor(args, settings) if args.advise_slo else None
     metrics = None
     if args.metrics_port is not None:
         from qsim.engine.metrics import WorkerMetrics
@@ -196,9 +170,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             advisor.start()
     try:
         code = run_process(worker.run(), use_uvloop=not args.no_uvloop)
-    except RedisUnavailable as e:
-        err("worker", str(e))
-        return EXIT_FAILURE
+    except RedisUnavailable as e:  # cannot be reached at start: bad input (exit 2, qsim.cli.common.exit_code)
+        err("worker", _said(e, args))
+        return exit_code(e)
     finally:
         if advisor is not None:
             advisor.close()
@@ -209,12 +183,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return code
 
 
-def _advisor(args: argparse.Namespace) -> Any:
+def _said(error: EngineError, args: argparse.Namespace) -> str:
+    """The message of an engine error; for an unreachable Redis one sentence naming the URL and the reason."""
+    if isinstance(error, RedisUnavailable) and error.__cause__ is not None:
+        return unreachable(resolve_redis_url(args.redis), error.__cause__)
+    return str(error)
+
+
+def _advisor(args: argparse.Namespace, settings: WorkerSettings) -> Any:
     """The background advisor of ``--advise-slo`` (qsim.advise: layer 3, imported only when asked for)."""
     from qsim.advise import Advisor
+    from qsim.advise.core import parse_slos
 
-    return Advisor(resolve_redis_url(args.redis), args.queue, args.advise_slo, every=args.advise_every,
-                   window=args.advise_window, prefix=args.prefix, group=args.group, concurrency=args.concurrency)
+    return Advisor(settings.redis, list(settings.names), parse_slos(args.advise_slo, option="--advise-slo"),
+                   every=args.advise_every, window=args.advise_window, prefix=settings.prefix, group=settings.group,
+                   concurrency=settings.concurrency)
 
 
 def _queue(args: argparse.Namespace, cmd: str) -> Queue | None:
@@ -253,15 +236,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         try:
             names = [(args.queue, args.group)] if args.queue else _queue_names(q, args.prefix)
         except Exception as e:  # noqa: BLE001 - redis-py errors, wrapped below
-            raise RedisUnavailable(f"Redis unavailable at {display_url(resolve_redis_url(args.redis))}: {e}") from e
+            raise RedisUnavailable(unreachable(resolve_redis_url(args.redis), e)) from e
         out = {}
         for name, group in names:
             qq = Queue(name, redis=q.client, prefix=args.prefix, group=group)
             label = name if group is None else f"{group}/{name}"
             out[label] = {**qq.counts(), "paused": qq.is_paused(), **({"group": group} if group else {})}
-    except EngineError as e:
-        err("stats", str(e))
-        return EXIT_FAILURE
+    except EngineError as e:  # Redis unreachable: 2 (qsim.cli.common.exit_code)
+        err("stats", _said(e, args))
+        return exit_code(e)
     finally:
         q.close()
     if args.json:
@@ -318,9 +301,9 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     except JobNotFound as e:
         err("dlq", str(e))
         return EXIT_FAILURE
-    except EngineError as e:
-        err("dlq", str(e))
-        return EXIT_FAILURE
+    except EngineError as e:  # Redis unreachable: 2 (qsim.cli.common.exit_code)
+        err("dlq", _said(e, args))
+        return exit_code(e)
     finally:
         q.close()
     return EXIT_OK

@@ -1,12 +1,32 @@
-"""The worker's executor: runs the handler on fetched jobs.
+"""The worker's executor: runs the handler on fetched jobs, and holds the ones fetched ahead.
 
 It turns a fetched hash into a :class:`~qsim.engine.job.Job` (a corrupt one
-goes straight to the failure path), waits for a slot when the job was
-prefetched, runs the attempt hooks and the handler under the job's timeout,
-and puts the result in the :class:`~qsim.engine.outbox.Outbox`: a completion,
-a failure (error text scrubbed of secrets, the retry delay from the job's
-backoff), or a hand-back when the worker cut the job off at shutdown. It
-never talks to Redis itself.
+goes straight to the failure path), starts it in a free slot or **holds** it
+(fetched ahead: see below), runs the attempt hooks and the handler under the
+job's timeout, and puts the result in the :class:`~qsim.engine.outbox.Outbox`:
+a completion, a failure (error text scrubbed of secrets, the retry delay from
+the job's backoff), or a hand-back when the worker cut the job off at
+shutdown. It never talks to Redis itself.
+
+Held jobs (docs/explanation/fetch-ahead.md). A job fetched beyond the free
+slots waits here, in fetch order, and starts in the first slot that frees. It
+waits at most its **hold bound**: the k-th held job of a fetch expects to wait
+about ``k * run_time / concurrency`` (``run_time``: the moving average of the
+handler's run times), and may wait ``max(HOLD_MIN, HOLD_FACTOR x that)``, never
+more than half a lock. When the first held job's bound passes without a free
+slot (the running jobs are longer than the average said), every held job goes
+back to the queue in one script call (``release``: the front of its priority
+level, order kept, no attempt logged, no stall counted) and the worker fetches
+none ahead until a slot frees (:attr:`Executor.blocked`). A held job starts
+only while its lock is surely still this worker's (not reported lost by the
+lock renewal, and younger than half a lock); a job fetched again while this
+worker holds or runs it (its lock was lost meanwhile) never runs twice: a held
+copy is replaced by the new one, a running copy takes over the new lock.
+At shutdown (:meth:`Executor.close`) the held jobs go back at once. When a hold
+may last ``MARK_HELD`` or more, the fetch marks the held jobs in Redis and a
+notice with the next completions clears the mark of each that started, so a
+stalled check puts one that never started back without counting a stall; a
+shorter hold (every hold of ``prefetch="auto"``) is treated as a start.
 """
 
 from __future__ import annotations
@@ -17,7 +37,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from qsim.engine.backoff import Backoff
 from qsim.engine.context import JobContext
@@ -40,10 +60,21 @@ Handler = Callable[[Job], Awaitable[Any]]
 _CORRUPT = (ValueError, KeyError, TypeError, RecursionError, PayloadError)
 #: Weight of the newest attempt in :attr:`Executor.run_time` (a moving average over ~10 attempts).
 _RUN_TIME_WEIGHT = 0.1
+#: A held job may wait for a slot at least this long (seconds; a few round trips on a busy machine) ...
+HOLD_MIN = 0.01
+#: ... or this many times its expected wait (k * run_time / concurrency for the k-th held job of a fetch).
+HOLD_FACTOR = 4.0
+#: Jobs are marked held in Redis (so a stalled check counts no stall for one that never started) only when
+#: a hold may last this long (seconds): a shorter hold is treated as a start, which costs Redis nothing.
+MARK_HELD = 0.1
+
+#: A held job: the job, the loop time it arrived, the loop time its hold bound passes, whether its fetch
+#: marked it held in Redis (a notice then goes out when it starts; see lua/fetch.lua).
+_Held = tuple[Job, float, float, bool]
 
 
 class Executor:
-    """Runs ``handler`` on the jobs the pipeline fetched, one task per job.
+    """Runs ``handler`` on the jobs the pipeline fetched, one task per job, ``concurrency`` at a time.
 
     Args:
         handler: The worker's handler.
@@ -59,26 +90,46 @@ class Executor:
         self.context = context
         self.outbox = outbox
         self.hooks = tuple(hooks)
-        #: Jobs fetched and not yet finished, by id: (job, its task).
-        self.active: dict[str, tuple[Job, asyncio.Task[None]]] = {}
-        #: Set by the worker when it stops: prefetched jobs go back unstarted.
+        #: Jobs whose handler runs, by (queue, id): (job, its task).
+        self.running: dict[tuple[str, str], tuple[Job, asyncio.Task[None]]] = {}
+        #: Jobs fetched ahead, waiting for a slot, in fetch order, by (queue, id).
+        self.held: dict[tuple[str, str], _Held] = {}
+        #: Set by the worker when it stops: held jobs go back unstarted.
         self.closing = False
+        #: Set when held jobs went back because no slot freed within their bound; cleared when a slot frees.
+        #: While set the pipeline fetches none ahead.
+        self.blocked = False
         #: Set whenever a job finishes (shutdown waits on it).
         self.changed = asyncio.Event()
         self._names = settings.names
         self._redact = settings.redact_fields
         self._max_payload = settings.max_payload
-        self._slots = asyncio.Semaphore(settings.concurrency) if settings.prefetch != 0 else None
+        self._concurrency = settings.concurrency
+        self._lock_half = settings.lock_duration / 2
         #: Moving average of the handler's run time in seconds (None before the first attempt ends).
         self.run_time: float | None = None
         self._cutting: set[asyncio.Future[None]] = set()  # tasks this worker cancels (shutdown cut-off)
         self._backoffs: dict[str, Backoff | None] = {"": None}
         self._rng = random.Random()
+        self._loop: asyncio.AbstractEventLoop | None = None  # taken at the first start (never in a constructor)
+        self._timer: asyncio.Handle | None = None  # fires when the first held job's bound passes
+
+    @property
+    def fetched(self) -> int:
+        """Jobs this worker took from Redis and has not finished: running and held."""
+        return len(self.running) + len(self.held)
 
     # -- starting ---------------------------------------------------------------
-    def start(self, got: Sequence[Fetched]) -> None:
-        """Start a task per fetched job; a corrupt hash fails its job at once (to the DLQ)."""
-        for f in got:
+    def start(self, got: Sequence[Fetched], at_once: int | None = None) -> None:
+        """Start a task per fetched job while slots are free, hold the rest; a corrupt hash fails its job at
+        once (to the DLQ). Jobs from the ``at_once``-th on (0-based; None: none) were marked held in Redis by
+        their fetch: a notice goes out when one starts."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        now = loop.time()
+        running, held = self.running, self.held
+        for i, f in enumerate(got):
             try:
                 job = self.build(f)
             except _CORRUPT as e:
@@ -89,7 +140,116 @@ class Executor:
                 job = Job(f.id, f.name, None, 1, queue, 1, 0.0, None, f.token, self.context)
                 self.outbox.fails.append((job, f"PayloadError: {err}", "", -1, err))
                 continue
-            self.active[f.id] = (job, asyncio.ensure_future(self._run(job)))
+            marked = at_once is not None and i >= at_once
+            key = (job.queue, job.id)
+            if key in running or key in held:
+                if self._again(key, job, marked):
+                    continue
+            if len(running) < self._concurrency and not held:
+                self._launch(key, job)
+                if marked:
+                    self.outbox.started.append(job)
+            else:
+                k = len(held) + 1
+                held[key] = (job, now, now + self.hold_bound(k), marked)
+                if k == 1 or self._timer is None:  # a new first held job: its own bound, however soon
+                    self._arm()
+
+    def hold_bound(self, k: int) -> float:
+        """Seconds the ``k``-th job held by a fetch may wait for a slot (see the module docstring)."""
+        expected = k * (self.run_time or 0.0) / self._concurrency
+        return min(self._lock_half, max(HOLD_MIN, HOLD_FACTOR * expected))
+
+    def _again(self, key: tuple[str, str], job: Job, marked: bool) -> bool:
+        """``job`` was fetched while this worker holds or runs its id (the lock was lost meanwhile and the job
+        came back to this worker). Returns True when it must not start: the running copy goes on under the
+        new lock (the job runs once). A held copy is dropped for the new one (its lock is no longer ours)."""
+        old = self.running.get(key)
+        if old is not None:
+            logger.warning("job %s was fetched again while it runs here (its lock was lost): the running attempt "
+                           "takes the new lock", job.id)
+            old[0].token, old[0].lock_lost = job.token, False
+            if marked:
+                self.outbox.started.append(old[0])
+            return True
+        stale = self.held.pop(key)[0]
+        stale.lock_lost = True
+        logger.warning("job %s was fetched again while held here (its lock was lost): the new fetch replaces it",
+                       job.id)
+        return False
+
+    def _launch(self, key: tuple[str, str], job: Job) -> None:
+        self.running[key] = (job, asyncio.ensure_future(self._run(key, job)))
+
+    def _take_held(self) -> tuple[tuple[str, str], Job] | None:
+        """The first held job that may start in a free slot, out of the held ones (None: none may)."""
+        held, loop = self.held, self._loop
+        while held and len(self.running) < self._concurrency:
+            key = next(iter(held))
+            job, since, _, marked = held.pop(key)
+            now = loop.time()  # type: ignore[union-attr]
+            if self.closing or job.lock_lost or now - since >= self._lock_half:
+                # never start a job whose lock may be gone: back to the queue (refused if it is not ours)
+                self.outbox.releases.append((job, False))
+                continue
+            waited = now - since
+            job.held_us = int(waited * 1e6)
+            if job.wait is not None:
+                job.wait += waited
+            if marked:
+                self.outbox.started.append(job)
+            return key, job
+        return None
+
+    def _next(self) -> None:
+        """Start held jobs in the free slots, a task each, first held first."""
+        while (taken := self._take_held()) is not None:
+            self._launch(*taken)
+
+    def _arm(self) -> None:
+        """Wake up when the first held job's hold bound passes."""
+        if self._timer is not None:
+            self._timer.cancel()
+        first = next(iter(self.held.values()))
+        self._timer = self._loop.call_at(first[2], self._bound_passed)  # type: ignore[union-attr]
+
+    def _bound_passed(self) -> None:
+        # A timer runs before the tasks its loop iteration woke (a handler whose sleep ended this iteration
+        # takes its step in the next one): look once those ran, so a pause of the whole process (CPU taken by
+        # others) does not send back jobs whose slot is freeing right now.
+        self._timer = self._loop.call_soon(self._check_bound)  # type: ignore[union-attr]
+
+    def _check_bound(self) -> None:
+        self._timer = None
+        if not self.held:
+            return
+        first = next(iter(self.held.values()))
+        if self._loop.time() < first[2]:  # type: ignore[union-attr]
+            self._arm()  # the job it was armed for has started: wait for the new first one's bound
+            return
+        logger.debug("no slot freed within %.3f s: handing %s held jobs back", first[2] - first[1], len(self.held))
+        self.blocked = True
+        self.hand_back_held()
+
+    def hand_back_held(self) -> int:
+        """Every held job back to the queue, unstarted (one script call per queue); returns how many."""
+        n = len(self.held)
+        if n:
+            self.outbox.releases.extend((job, False) for job, _, _, _ in self.held.values())
+            self.held.clear()
+            self.outbox.wake.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return n
+
+    def close(self) -> int:
+        """The worker stops: no job starts any more, the held ones go back at once; returns how many."""
+        self.closing = True
+        n = self.hand_back_held()
+        if n:
+            logger.info("handing %s held jobs back unstarted", n)
+        return n
 
     def hand_back(self, got: Sequence[Fetched]) -> None:
         """Jobs whose fetch was in flight when the stop came: back to the queue unstarted (no attempt counted)."""
@@ -117,26 +277,24 @@ class Executor:
         return job
 
     # -- running ----------------------------------------------------------------
-    async def _run(self, job: Job) -> None:
-        slots = self._slots
-        slot = False
-        t0 = 0.0
+    async def _run(self, key: tuple[str, str], job: Job) -> None:
+        """Run ``job``, then, in the slot it frees, the first held job, and so on (no task per held job: the
+        next one starts in the same step, before the pipeline builds its next batch)."""
+        while True:
+            done = await self._attempt(key, job)
+            taken = self._take_held() if done else None
+            if taken is None:
+                if self.held:
+                    self._next()
+                return
+            key, job = taken
+            self.running[key] = (job, cast("asyncio.Task[None]", asyncio.current_task()))
+
+    async def _attempt(self, key: tuple[str, str], job: Job) -> bool:
+        """One attempt of ``job`` in its slot; False when its task must end (the handler raised GeneratorExit)."""
+        t0 = time.perf_counter()
+        done = True
         try:
-            if slots is not None:
-                if slots.locked():  # fetched ahead: wait for a free slot, and say how long (the job's start moves)
-                    asked = time.perf_counter()
-                    await slots.acquire()
-                    held = time.perf_counter() - asked
-                    job.held_us = int(held * 1e6)
-                    if job.wait is not None:
-                        job.wait += held
-                else:
-                    await slots.acquire()
-                slot = True
-                if self.closing:  # never started: hand it back, the attempt does not count
-                    self.outbox.releases.append((job, False))
-                    return
-            t0 = time.perf_counter()
             if self.hooks:
                 result = await self._hooked(job)
             elif job.timeout > 0:
@@ -159,17 +317,17 @@ class Executor:
             # A handler's sys.exit() or KeyboardInterrupt fails its attempt like any error (retry, then the
             # DLQ); it does not stop the worker: only signals (SIGTERM/SIGINT) and close() do that.
             self.failed(job, e)
+            done = not isinstance(e, GeneratorExit)
         finally:
-            if t0:
-                took = time.perf_counter() - t0
-                rt = self.run_time
-                self.run_time = took if rt is None else rt + _RUN_TIME_WEIGHT * (took - rt)
-            if slot:
-                slots.release()  # type: ignore[union-attr]
-            if self.active.get(job.id, (None,))[0] is job:  # not a newer attempt of the same id
-                del self.active[job.id]
+            took = time.perf_counter() - t0
+            rt = self.run_time
+            self.run_time = took if rt is None else rt + _RUN_TIME_WEIGHT * (took - rt)
+            if self.running.get(key, (None,))[0] is job:
+                del self.running[key]
+            self.blocked = False
             self.outbox.wake.set()
             self.changed.set()
+        return done
 
     async def _timed(self, job: Job) -> Any:
         """The handler under the job's per-attempt timeout."""
@@ -223,7 +381,7 @@ class Executor:
     # -- stopping ---------------------------------------------------------------
     def cancel_all(self) -> list[asyncio.Task[None]]:
         """Cancel every running handler as a cut-off (its job is handed back, not failed); returns the tasks."""
-        tasks = [t for _, t in self.active.values()]
+        tasks = [t for _, t in self.running.values()]
         for t in tasks:
             self._cutting.add(t)
             t.cancel()
@@ -238,11 +396,11 @@ class Executor:
         if not tasks:
             return 0
         await asyncio.wait(tasks, timeout=wait)
-        for job, _ in list(self.active.values()):
+        for job, _ in list(self.running.values()):
             logger.error("job %s ignored cancellation; handing it back anyway", job.id)
             self.outbox.releases.append((job, True))
         return len(tasks)
 
-    def held(self) -> list[Job]:
-        """Jobs whose lock this worker holds: running, or finished but not yet acknowledged."""
-        return [j for j, _ in self.active.values()] + self.outbox.held()
+    def locked(self) -> list[Job]:
+        """Jobs whose lock this worker holds: running, held, or finished but not yet acknowledged."""
+        return [j for j, _ in self.running.values()] + [h[0] for h in self.held.values()] + self.outbox.held()

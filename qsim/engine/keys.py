@@ -21,6 +21,12 @@ one Redis Cluster slot and its Lua scripts may touch all of its keys::
                                       (the value is kept aside as ``job:<id>:corrupt``)
     qsim:{orders}:ratelimit     ZSET  recent job starts (score = start time, us) for the
                                       sliding rate limit; ``ratelimit:<value>`` per key value
+    qsim:{orders}:lane:<value>  ZSET  with a keyed rate limit: the waiting ids of one key value,
+                                      scored as in ``wait`` (which keeps every waiting id too)
+    qsim:{orders}:lanes         ZSET  the non-empty lanes whose window may have room, score = the
+                                      wait score of their best job
+    qsim:{orders}:lanes-shut    ZSET  the non-empty lanes whose window is full, score = the time
+                                      (us, Redis clock) it has room again
     qsim:{orders}:wrr:<worker>  HASH  a multi-queue worker's smooth-WRR state (kept on the
                                       worker's first queue; expires after an hour unused)
 
@@ -37,16 +43,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["QueueKeys", "DEFAULT_PREFIX", "validate_name"]
+__all__ = ["QueueKeys", "DEFAULT_PREFIX", "MAX_NAME", "validate_name", "check_unicode"]
 
 DEFAULT_PREFIX = "qsim"
+#: Longest queue name, prefix, group, job name and job_id (each is copied into keys, events and log lines).
+MAX_NAME = 256
+
+
+def check_unicode(what: str, value: str) -> str:
+    """Raise ValueError unless ``value`` can be sent to Redis as UTF-8.
+
+    A lone surrogate (``"\\udcff"``, e.g. from ``os.fsdecode`` of bytes that are
+    not UTF-8) cannot be encoded: the client would write ``?`` in its place and
+    two different names would meet in one key.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} must be text that UTF-8 can encode; {value!r} holds the lone surrogate "
+                         f"{value[e.start]!r} at index {e.start}") from None
+    return value
 
 
 def validate_name(what: str, value: str) -> str:
-    """Check a queue name or prefix: a non-empty str without braces or spaces."""
+    """Check a queue name, prefix or group: a non-empty str of at most :data:`MAX_NAME` characters, UTF-8
+    encodable, without braces, colons or spaces."""
     if not isinstance(value, str) or not value or any(c in value for c in "{}: \t\r\n"):
         raise ValueError(f"{what} must be a non-empty string without braces, colons or spaces, got {value!r}")
-    return value
+    if len(value) > MAX_NAME:
+        raise ValueError(f"{what} must be at most {MAX_NAME} characters, got {len(value)} ({value[:40]!r}...)")
+    return check_unicode(what, value)
 
 
 @dataclass(frozen=True)
@@ -132,6 +158,20 @@ class QueueKeys:
     def ratelimit(self) -> str:
         """Recent starts of the rate limit; ``<this>:<value>`` per key value when keyed."""
         return self.base + "ratelimit"
+
+    def lane(self, value: str) -> str:
+        """The waiting ids of one value of the rate-limit key (a keyed limit; see lua/fetch.lua)."""
+        return self.base + "lane:" + value
+
+    @property
+    def lanes(self) -> str:
+        """The lanes that may start a job, by the wait score of their best job."""
+        return self.base + "lanes"
+
+    @property
+    def lanes_shut(self) -> str:
+        """The lanes whose window is full, by the time (us) it has room again."""
+        return self.base + "lanes-shut"
 
     def wrr(self, worker_id: str) -> str:
         """A worker's smooth weighted round-robin state."""

@@ -24,8 +24,15 @@ every machine:
   read the queue's current key and have it read again otherwise, so jobs added
   after ``set_rate_limit(key=...)`` are keyed by it; jobs already waiting keep
   the value of the key they were added under (``""`` when there was none).
-  The fetch looks at up to the 1,024 best waiting jobs, 64 at a time, for one
-  whose key is under its limit.
+  A keyed queue serves **per-key lanes**: beside its wait set it keeps one
+  ZSET of waiting ids per key value and an index of the lanes whose window
+  has room (by their best job) and of those whose window is full (by the time
+  it has room again); a fetch takes the best job of the first open lane, so
+  one key's backlog of any size never delays another key that has room (cost
+  per job taken: a few commands on ZSETs of at most one member per key
+  value). ``lua/fetch.lua`` says how lanes open and shut; ``set_rate_limit``
+  drops the lanes when the key changes and the next fetch builds them from
+  the wait set (once, in one step: a large backlog makes that fetch slow).
   A worker whose queues are all held back by their rate limit waits exactly
   until the earliest allowed start (the fetch returns that delay).
 * ``aging_ms``: a waiting job's effective priority is
@@ -43,7 +50,7 @@ import math
 from typing import Any
 
 from qsim.engine.keys import QueueKeys
-from qsim.engine.scripts import Op, command
+from qsim.engine.scripts import Call, Op, command
 
 __all__ = ["op_set_concurrency_limit", "op_set_rate_limit", "op_set_aging", "op_limits"]
 
@@ -63,16 +70,16 @@ def op_set_concurrency_limit(k: QueueKeys, n: int | None) -> Op[None]:
 
 def op_set_rate_limit(k: QueueKeys, max_starts: int | None, per: float, key: str | None) -> Op[None]:
     """At most ``max_starts`` job starts in any window of ``per`` s (per value of payload field ``key``)."""
+    keys = (k.meta, k.marker, k.lanes, k.lanes_shut)
     if max_starts is None:
-        return Op([command("HDEL", k.meta, "rate_max", "rate_per_ms", "rate_key"), *_wake(k)], lambda r: None)
+        return Op([Call("set_rate_limit", keys, ("", 0, ""))], lambda r: None)
     if isinstance(max_starts, bool) or not isinstance(max_starts, int) or max_starts < 1:
         raise ValueError(f"rate limit max must be an int >= 1, got {max_starts!r}")
     if not isinstance(per, (int, float)) or not math.isfinite(per) or not per >= 0.001:
         raise ValueError(f"rate limit per must be >= 0.001 seconds, got {per!r}")
     if key is not None and (not isinstance(key, str) or not key):
         raise ValueError(f"rate limit key must be a payload field name or None, got {key!r}")
-    return Op([command("HSET", k.meta, "rate_max", max_starts, "rate_per_ms", int(round(per * 1000)),
-                       "rate_key", key or ""), *_wake(k)], lambda r: None)
+    return Op([Call("set_rate_limit", keys, (max_starts, int(round(per * 1000)), key or ""))], lambda r: None)
 
 
 def op_set_aging(k: QueueKeys, seconds: float | None) -> Op[None]:

@@ -56,18 +56,24 @@ async def renew_locks(
 async def recover_stalled(ctx: JobContext, keys: QueueKeys, max_stalled: int, interval: float) -> None:
     """Now and every ``interval`` s, put back (or kill) jobs of queue ``keys`` whose lock expired.
 
-    Each one is reported as a ``stalled`` event (``ctx.emit``).
+    Each stalled one is reported as a ``stalled`` event (``ctx.emit``); a job whose handler never started
+    (fetched ahead by a worker that died or froze) is put back without counting a stall.
     """
     maxlen = ctx.limits.events_maxlen
     while True:
         try:
-            requeued, dead = (await run_calls_async(ctx.client, ctx.scripts, [
+            reply = (await run_calls_async(ctx.client, ctx.scripts, [
                 recover_stalled_call(keys, maxlen, max_stalled)]))[0]
+            requeued, dead = reply[0], reply[1]
+            unstarted = reply[2] if len(reply) > 2 else []
             if requeued or dead:
                 logger.warning("queue %s: %s stalled jobs put back, %s moved to the DLQ (max_stalled=%s)",
                                keys.queue, len(requeued), len(dead), max_stalled)
                 for jid in [*requeued, *dead]:
                     ctx.emit("stalled", jid)
+            if unstarted:
+                logger.warning("queue %s: %s jobs fetched ahead by a worker that stopped answering put back "
+                               "unstarted (no stall counted)", keys.queue, len(unstarted))
         except REDIS_ERRORS as e:
             logger.warning("stalled-job check failed: %s", e)
         await asyncio.sleep(interval)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from qsim.errors import PayloadError
+from qsim.shared_settings import DEFAULT_MAX_PAYLOAD  # a worker setting's default (max_payload)
 
 __all__ = [
     "encode_payload",
@@ -32,7 +33,6 @@ logger = logging.getLogger(__name__)
 #: matches "access_token"); a pattern with "*", "?" or "[" is a glob on the whole lower-cased name.
 DEFAULT_REDACT: tuple[str, ...] = ("password", "passwd", "secret", "token", "api_key", "authorization",
                                    "credential", "private_key", "cookie")
-DEFAULT_MAX_PAYLOAD = 512 * 1024
 DEFAULT_WARN_PAYLOAD = 1024
 REDACTED = "***"
 #: Deepest nesting of lists/dicts a payload may have (deeper ones are refused, not crashed on).

@@ -17,21 +17,30 @@ waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
 its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
 block that ends at a deadline (a keyed rate window reopening, a delayed job
 due) also sets a local timer that wakes the loop on time, while the BLPOP
-runs out still listening for new jobs.
+runs out still listening for new jobs; a deadline learnt while an earlier
+BLPOP still runs out sets the timer too (a keyed lane that reopens every few
+ms is fetched from on time, not at the next wake-up).
 
-Fetching ahead: with ``prefetch="auto"`` (the default) a fetch may also ask
-for a few jobs beyond the free slots, so a slot that frees starts its next job
-at once instead of a round trip later. It asks for as many as would each wait
-in the worker no longer than about a round trip (``AHEAD_HOLD``, 2 ms: the k-th
-waits about k x the handler's average run time / concurrency), at most
-``batch_size``, and none while a queue served has a concurrency or rate limit
-(a job held here would count against the limit; the fetch reply says). Short
-jobs get the gain (no-op jobs and 10 ms I/O jobs, benchmarks/engine_throughput.py);
-a job of a second or more at concurrency 10 never waits here. The wait of a
-job fetched ahead is sent with its result, and Redis moves the attempt's
-recorded start on by it, so waits and run times in the records stay the
-handler's own. A higher-priority job added meanwhile starts after the few held
-here (at most about a round trip later).
+Fetching ahead (docs/explanation/fetch-ahead.md): with ``prefetch="auto"``
+(the default) a fetch may also ask for a few jobs beyond the free slots, so a
+slot that frees starts its next job at once instead of a round trip later. It
+asks for as many as would each wait in the worker no longer than about a round
+trip (``AHEAD_HOLD``, 2 ms: the k-th waits about k x the handler's average run
+time / concurrency), at most ``batch_size``; ``prefetch=N`` asks for N. Neither
+fetches ahead while a queue served has a concurrency or rate limit (a job held
+here would count against the limit, and its handler would start later than
+the limiter counted it; the fetch reply says), nor while the executor is
+``blocked`` (held jobs just went back because no slot freed within their hold
+bound, :mod:`qsim.engine.executor`). Short jobs get the gain (no-op jobs and
+10 ms I/O jobs, benchmarks/engine_throughput.py); a job of a second or more at
+concurrency 10 is never fetched ahead by ``auto``. When a hold may last
+``MARK_HELD`` (0.1 s) or more, the fetch marks the jobs beyond the free slots
+held in Redis; when one starts, the queue's next completion call carries a
+notice that clears the mark (a stalled check puts a job that never started
+back without counting a stall); notices never make a batch of their own. The wait of a job fetched ahead is sent with its
+result, and Redis moves the attempt's recorded start on by it, so waits and run
+times in the records stay the handler's own. A higher-priority job added
+meanwhile starts after the few held here (at most their hold bound later).
 
 Several queues: one ``fetch`` script call chooses among them by ``policy``
 (``priority`` / ``ordered`` / ``wrr``) and honours each queue's concurrency
@@ -42,6 +51,13 @@ pipelined fetches share it).
 Redis errors: a batch that could not be sent goes back to the outbox and is
 sent again after a backoff (50 ms doubling up to 5 s); once the worker
 stopped, it gives up after 10 s (stalled-job recovery puts the jobs back).
+Each call of a batch gets its own reply: a call Redis refused for a passing
+reason (``OOM`` under ``maxmemory-policy noeviction``, ``READONLY`` during a
+failover, ``TRYAGAIN``) puts its results back in the outbox, to be sent again
+after the same backoff, while the other calls' replies are used as usual (a
+fetch that succeeded starts its jobs). Any other refusal is logged and its
+results dropped: their jobs' locks expire and stalled-job recovery puts them
+back (at-least-once).
 """
 
 from __future__ import annotations
@@ -57,7 +73,7 @@ import redis
 
 from qsim.engine.context import JobContext
 from qsim.engine.events import Emitter
-from qsim.engine.executor import Executor
+from qsim.engine.executor import MARK_HELD, Executor
 from qsim.engine.failures import AttemptTimeout
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
@@ -83,6 +99,9 @@ _PROMOTE_EVERY = 0.05
 AHEAD_HOLD = 0.002
 _MAX_RECONNECT_DELAY = 5.0
 _FINAL_FLUSH_TIMEOUT = 10.0
+#: Refusals that pass by themselves: the refused results are sent again after a backoff.
+_PASSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError, redis.exceptions.TryAgainError,
+            redis.exceptions.ClusterDownError)
 
 T = TypeVar("T")
 
@@ -105,39 +124,62 @@ def _job_of(item: tuple[Job, *tuple[Any, ...]]) -> Job:
     return item[0]
 
 
+def _self(job: Job) -> Job:
+    return job
+
+
 class Batch:
     """The calls of one round trip, in parts that each read their own replies.
 
-    ``acks``, ``fails`` and ``releases`` are the outbox entries the batch
-    carries (put back when it cannot be sent); ``fetching`` is how many jobs
-    its fetch asks for.
+    ``acks``, ``fails``, ``releases`` and ``started`` are the outbox entries the
+    batch carries (put back when it cannot be sent); ``fetching`` is how many
+    jobs its fetch asks for.
     """
 
-    __slots__ = ("parts", "acks", "fails", "releases", "fetching", "probe")
+    __slots__ = ("parts", "acks", "fails", "releases", "started", "fetching", "probe")
 
-    def __init__(self, acks: list[Ack], fails: list[Failure], releases: list[Release]) -> None:
-        self.parts: list[Op[Any]] = []
+    def __init__(self, acks: list[Ack], fails: list[Failure], releases: list[Release],
+                 started: list[Job] | None = None) -> None:
+        self.parts: list[tuple[Op[Any], Callable[[], None] | None]] = []
         self.acks, self.fails, self.releases = acks, fails, releases
+        self.started = [] if started is None else started
         self.fetching = 0
         self.probe = False  # its fetch is the first after a wake-up (see Pipeline._probing)
 
-    def add(self, calls: list[Call], on_replies: Callable[[list[Any]], Any]) -> None:
-        """Add ``calls``; ``on_replies`` gets their replies, in order, once the batch is back."""
-        self.parts.append(Op(calls, on_replies))
+    def add(self, calls: list[Call], on_replies: Callable[[list[Any]], Any],
+            on_refused: Callable[[], None] | None = None) -> None:
+        """Add ``calls``; ``on_replies`` gets their replies, in order, once the batch is back; ``on_refused``
+        is called instead when Redis refused one of them for a passing reason (OOM, READONLY)."""
+        self.parts.append((Op(calls, on_replies), on_refused))
 
     def calls(self) -> list[Call]:
-        return [c for part in self.parts for c in part.calls]
+        return [c for part, _ in self.parts for c in part.calls]
 
-    def dispatch(self, replies: list[Any]) -> None:
-        """Hand each part its replies; a part whose reader fails is logged, the others still read theirs."""
-        i = 0
-        for part in self.parts:
+    def dispatch(self, replies: list[Any]) -> Exception | None:
+        """Hand each part its replies; a part whose reader fails is logged, the others still read theirs.
+
+        A part with a refused call does not read its replies: a passing refusal calls its ``on_refused``
+        (the results go back to the outbox), another one is logged. Returns the first passing refusal.
+        """
+        i, passing = 0, None
+        for part, on_refused in self.parts:
             n = len(part.calls)
+            mine = replies[i:i + n]
+            i += n
+            error = next((r for r in mine if isinstance(r, Exception)), None)
             try:
-                part.parse(replies[i:i + n])
+                if error is None:
+                    part.parse(mine)
+                elif isinstance(error, _PASSING):
+                    passing = passing or error
+                    if on_refused is not None:
+                        on_refused()
+                else:
+                    logger.error("Redis refused %s (%s); their jobs will be recovered as stalled",
+                                 [c.script for c in part.calls], error)
             except Exception:  # noqa: BLE001 - a bug here must not silently stop the worker
                 logger.exception("unexpected error reading the replies of %s", [c.script for c in part.calls])
-            i += n
+        return passing
 
     @property
     def results(self) -> int:
@@ -175,6 +217,7 @@ class Pipeline:
         self._reserved = 0
         self._ticks: set[asyncio.Future[None]] = set()
         self._blpop: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # wakes the loop at a deadline (see _wake_at)
         self._maybe_ready = True
         self._next_promote = 0.0
         self._next_due = 0.0  # loop time the next delayed job is due (inf: none)
@@ -201,7 +244,7 @@ class Pipeline:
         s, ex, out = self.settings, self.executor, self.outbox
         queues = len(s.keys)
         while True:
-            slots = 0 if ex.closing else s.concurrency + self.ahead() - len(ex.active) - self._reserved
+            slots = 0 if ex.closing else s.concurrency + self.ahead() - ex.fetched - self._reserved
             pending = bool(out.acks or out.fails or out.releases)
             if self.stopped and not pending and not self._inflight:
                 return
@@ -217,12 +260,15 @@ class Pipeline:
             if fetch and now < self._rate_until and len(self._rate_held) == queues:
                 fetch = False  # every queue with work waits for its rate limit: block until it may start
             if self._inflight >= s.max_inflight or not (pending or fetch):
-                if slots > 0 and self._blpop is None and not self._inflight:
+                if slots > 0 and not self._inflight:
                     wait = min(s.block_timeout, self._next_due - now)
                     if now < self._rate_until:
                         wait = min(wait, self._rate_until - now)
-                    self._blpop = asyncio.ensure_future(self._block(max(0.001, wait),
-                                                                    deadline=wait < s.block_timeout))
+                    if self._blpop is None:
+                        self._blpop = asyncio.ensure_future(self._block(max(0.001, wait),
+                                                                        deadline=wait < s.block_timeout))
+                    elif wait < s.block_timeout:
+                        self._wake_at(now + max(0.001, wait))  # the running BLPOP may end up to 100 ms late
                 out.wake.clear()
                 await out.wake.wait()
                 continue
@@ -235,30 +281,40 @@ class Pipeline:
     def ahead(self) -> int:
         """How many jobs to fetch beyond the free slots now (see "Fetching ahead" in the module docstring)."""
         s = self.settings
+        if self._limited or self.executor.blocked or s.prefetch == 0:
+            return 0
         if s.prefetch != "auto":
             return int(s.prefetch)
         run_time = self.executor.run_time
-        if self._limited or run_time is None:
+        if run_time is None:
             return 0
         # the k-th job fetched ahead starts after about k * run_time / concurrency s in the worker
         return min(s.batch_size, int(AHEAD_HOLD * s.concurrency / max(run_time, 1e-9)))
 
     def _batch(self, now: float, n: int, promote: bool) -> Batch:
-        """The next batch: results from the outbox, then a promotion, then a fetch of ``n`` jobs."""
-        s = self.settings
+        """The next batch: results and start notices from the outbox, then a promotion, then a fetch of ``n``."""
+        s, out = self.settings, self.outbox
         keys, maxlen = s.keys, s.events_maxlen
-        acks, fails, rels = self.outbox.take(s.batch_size)
+        acks, fails, rels = out.take(s.batch_size)
         batch = Batch(acks, fails, rels)
+        # start notices ride with their queue's completions (the held job took the slot one of them freed)
+        notices = {k.queue: jobs for k, jobs in by_queue(keys, out.started, _self)} if out.started else {}
         for k, done in by_queue(keys, acks, _job_of):
             items = [(j.id, j.token, rv, j.held_us) for j, rv, _ in done]
-            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items)], partial(self._completed, done))
+            started = notices.pop(k.queue, [])
+            batch.started += started
+            batch.add([complete_call(k, maxlen, s.keep_count, s.keep_age_ms, items, [(j.id, j.token) for j in started])],
+                      partial(self._completed, done), partial(out.put_back, done, [], [], started))
+        if notices or out.started:
+            out.started = [j for jobs in notices.values() for j in jobs]
         for k, failed in by_queue(keys, fails, _job_of):
             outcomes = [(j.id, j.token, e, tb, d, "timeout" if isinstance(x, AttemptTimeout) else "failed", j.held_us)
                         for j, e, tb, d, x in failed]
-            batch.add([fail_call(k, maxlen, outcomes)], partial(self._failed, failed))
+            batch.add([fail_call(k, maxlen, outcomes)], partial(self._failed, failed),
+                      partial(out.put_back, [], failed, [], []))
         for k, back in by_queue(keys, rels, _job_of):
             batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
-                      partial(self._released, k))
+                      partial(self._released, k), partial(out.put_back, [], [], back, []))
         if promote:
             batch.add([promote_call(k, maxlen=maxlen) for k in keys], self._promoted)
             self._next_promote = now + _PROMOTE_EVERY
@@ -266,8 +322,12 @@ class Pipeline:
         if n:
             batch.probe = self._probing = probe
             self._fetch_seq += 1
+            # the jobs beyond the free slots (not counting other fetches in flight) are held in the worker: marked
+            # so in Redis when a hold may be long (short holds are treated as starts: a mark costs per job)
+            ex = self.executor
+            at_once = n if ex.hold_bound(1) < MARK_HELD else max(0, min(n, s.concurrency - ex.fetched - self._reserved))
             batch.add([fetch_multi_call(keys, n, s.lock_ms, s.id, f"{self._token_base}:{self._fetch_seq}", s.policy,
-                                        s.weight_list)], partial(self._fetched, n))
+                                        s.weight_list, at_once)], partial(self._fetched, n, at_once))
             batch.fetching = n
             self._reserved += n
         return batch
@@ -277,15 +337,9 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         try:
             try:
-                replies = await run_calls_async(self.client, self.scripts, batch.calls())
-            except redis.exceptions.ResponseError as e:
-                # Not a connection problem: resending the same batch would fail again. Drop it; the
-                # jobs' locks expire and stalled-job recovery puts them back (at-least-once).
-                logger.error("Redis refused a batch of %s results (%s); their jobs will be recovered as stalled",
-                             batch.results, e)
-                return
+                replies = await run_calls_async(self.client, self.scripts, batch.calls(), errors_in_replies=True)
             except REDIS_ERRORS as e:
-                self.outbox.put_back(batch.acks, batch.fails, batch.releases)
+                self.outbox.put_back(batch.acks, batch.fails, batch.releases, batch.started)
                 if self.stopped:
                     self._flush_deadline = self._flush_deadline or loop.time() + _FINAL_FLUSH_TIMEOUT
                     if loop.time() > self._flush_deadline:
@@ -297,10 +351,16 @@ class Pipeline:
                 self._retry_at = loop.time() + self._delay
                 self._delay = min(self._delay * 2, _MAX_RECONNECT_DELAY)
                 return
+            refused = batch.dispatch(replies)
+            if refused is not None:
+                logger.warning("Redis refused writes of worker %s: %s; sending them again in %.2f s",
+                               self.settings.id, refused, self._delay)
+                self._retry_at = loop.time() + self._delay
+                self._delay = min(self._delay * 2, _MAX_RECONNECT_DELAY)
+                return
             if self._delay > 0.05:
-                logger.info("worker %s reconnected to Redis", self.settings.id)
+                logger.info("worker %s reaches Redis again", self.settings.id)
             self._delay = 0.05
-            batch.dispatch(replies)
         except Exception:  # noqa: BLE001 - a bug here must not silently stop the worker
             logger.exception("worker %s: unexpected error handling a batch", self.settings.id)
         finally:
@@ -316,7 +376,8 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         held = self._rate_held if loop.time() < self._rate_until else set()
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
-        timer = loop.call_later(timeout, self._wake_to_fetch) if deadline and markers else None
+        if deadline and markers:
+            self._wake_at(loop.time() + timeout)
         pushed = False
         try:
             if markers:
@@ -330,9 +391,20 @@ class Pipeline:
             await asyncio.sleep(0.1)
         finally:
             self._blpop = None
-            if timer is not None:
-                timer.cancel()
         self._woken = pushed
+        self._wake_to_fetch()
+
+    def _wake_at(self, at: float) -> None:
+        """Have the loop promote and fetch at loop time ``at`` (or earlier, if a timer is set for earlier)."""
+        t = self._timer
+        if t is not None and t.when() <= at:
+            return
+        if t is not None:
+            t.cancel()
+        self._timer = asyncio.get_running_loop().call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
         self._wake_to_fetch()
 
     def _wake_to_fetch(self) -> None:
@@ -375,7 +447,7 @@ class Pipeline:
         self._next_due = asyncio.get_running_loop().time() + min(due) / 1000.0 if due else float("inf")
         self._next_promote = min(self._next_promote, self._next_due)
 
-    def _fetched(self, n: int, replies: list[Any]) -> None:
+    def _fetched(self, n: int, at_once: int, replies: list[Any]) -> None:
         got, wait_ms, held, self._limited = parse_fetch_status(replies[0])
         self._maybe_ready = len(got) >= n
         if wait_ms >= 0:
@@ -387,7 +459,7 @@ class Pipeline:
             logger.info("worker %s is stopping: handing %s just-fetched jobs back", self.settings.id, len(got))
             self.executor.hand_back(got)
         elif got:
-            self.executor.start(got)
+            self.executor.start(got, at_once)
 
     def _lost(self, job: Job, what: str, code: int = -1) -> None:
         job.lock_lost = True
@@ -408,6 +480,9 @@ class Pipeline:
 
     async def aclose(self) -> None:
         """Cancel what is still in flight (batches, the BLPOP) and wait for it to end."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         rest = [*self._ticks, *([self._blpop] if self._blpop is not None else [])]
         for t in rest:
             t.cancel()

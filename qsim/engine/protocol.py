@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from qsim.engine.keys import QueueKeys
 from qsim.engine.scripts import Call
+from qsim.shared_settings import DEFAULT_EVENTS_MAXLEN
 
 __all__ = [
     "JobSpec",
@@ -48,8 +49,8 @@ __all__ = [
 
 #: Priorities run from 0 (first) to MAX_PRIORITY; the wait score is priority * 2**32 + seq.
 MAX_PRIORITY = 2**20 - 1
-#: Approximate cap of each queue's event stream (the default of producers and workers).
-EVENTS_MAXLEN = 10_000
+#: Approximate cap of each queue's event stream (the default of producers and workers; a worker setting).
+EVENTS_MAXLEN = DEFAULT_EVENTS_MAXLEN
 
 COMPLETE_CODES = {1: "completed", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
 FAIL_CODES = {1: "retrying", 2: "retrying", 3: "dead", 0: "duplicate", -1: "lock_lost", -2: "missing", -3: "corrupt"}
@@ -76,7 +77,7 @@ class JobSpec(NamedTuple):
     rkey: str = ""
 
 
-#: Key values longer than this are replaced by a digest (they name a Redis key).
+#: Key values longer than this (or that UTF-8 cannot encode) are replaced by a digest (they name a Redis key).
 MAX_RATE_KEY = 200
 
 
@@ -99,9 +100,18 @@ def rate_key_value(data: Any, field: str) -> str:
         text = v
     else:
         return ""
-    if len(text) > MAX_RATE_KEY:
+    if len(text) > MAX_RATE_KEY or not _encodable(text):
         text = "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return text
+
+
+def _encodable(text: str) -> bool:
+    """Whether UTF-8 can encode ``text`` (a lone surrogate cannot: the client would write "?" for it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def with_rate_key(spec: JobSpec, field: str) -> JobSpec:
@@ -165,8 +175,9 @@ def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -
     return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit, maxlen))
 
 
-def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str) -> Call:
-    return fetch_multi_call((k,), n, lock_ms, worker_id, token_prefix)
+def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str,
+               at_once: int | None = None) -> Call:
+    return fetch_multi_call((k,), n, lock_ms, worker_id, token_prefix, at_once=at_once)
 
 
 def fetch_multi_call(
@@ -177,10 +188,14 @@ def fetch_multi_call(
     token_prefix: str,
     policy: str = "priority",
     weights: Sequence[int] | None = None,
+    at_once: int | None = None,
 ) -> Call:
-    """Fetch from several queues (in one hash slot on Cluster); ``weights`` in the order of ``ks``."""
+    """Fetch from several queues (in one hash slot on Cluster); ``weights`` in the order of ``ks``.
+
+    ``at_once``: how many of the ``n`` jobs the worker starts at once (default all); the others are marked
+    held until a :func:`complete_call` says their handler started (see lua/fetch.lua)."""
     keys: list[str] = []
-    args: list[Any] = [n, lock_ms, worker_id, token_prefix, policy]
+    args: list[Any] = [n, lock_ms, worker_id, token_prefix, policy, n if at_once is None else at_once]
     for i, k in enumerate(ks):
         keys += (k.wait, k.active, k.meta, k.marker, k.ratelimit)
         args += (k.job_prefix, weights[i] if weights else 1)
@@ -215,10 +230,15 @@ def parse_fetch_status(reply: str) -> FetchReply:
 def complete_call(
     k: QueueKeys, maxlen: int, keep_count: int, keep_age_ms: int,
     items: Iterable[tuple[str, str, str] | tuple[str, str, str, int]],
+    started: Sequence[tuple[str, str]] = (),
 ) -> Call:
     """Per job ``(id, token, return value JSON[, held_us])``: ``held_us``, the µs the job waited in the
-    worker for a free slot (fetched ahead), moves its recorded start on by that much (default 0)."""
-    args: list[Any] = [k.job_prefix, maxlen, keep_count, keep_age_ms]
+    worker for a free slot (fetched ahead), moves its recorded start on by that much (default 0).
+    ``started``: ``(id, token)`` of jobs fetched ahead whose handler has started since (their held mark
+    is cleared; see lua/fetch.lua)."""
+    args: list[Any] = [k.job_prefix, maxlen, keep_count, keep_age_ms, len(started)]
+    for pair in started:
+        args.extend(pair)
     for it in items:
         args.extend(it if len(it) == 4 else (*it, 0))
     return Call("complete", (k.active, k.completed, k.events, k.meta), args)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
@@ -19,7 +19,7 @@ from qsim.engine import limiter
 from qsim.engine.backoff import Backoff
 from qsim.engine.connection import DEFAULT_REDIS_URL, check_decoded, connect, connect_async
 from qsim.engine.jobinfo import EnqueuedJob, JobInfo
-from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.keys import DEFAULT_PREFIX, MAX_NAME, QueueKeys, check_unicode
 from qsim.engine.payload import (
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_REDACT,
@@ -46,6 +46,8 @@ from qsim.errors import EngineError, JobNotFound
 
 __all__ = ["Queue", "AsyncQueue", "QueueCore", "DEFAULT_KEEP_COMPLETED", "DEFAULT_EVENTS_MAXLEN", "MAX_NAME"]
 
+T = TypeVar("T")
+
 logger = logging.getLogger(__name__)
 
 #: Completed jobs kept per queue unless ``set_retention`` says otherwise.
@@ -53,8 +55,6 @@ DEFAULT_KEEP_COMPLETED = 10_000
 #: Approximate cap of each queue's event stream.
 DEFAULT_EVENTS_MAXLEN = EVENTS_MAXLEN
 _CHUNK = 1000
-#: Longest job name and job_id (both are copied into every event and log line of the job).
-MAX_NAME = 256
 
 
 def _redis_url_kwargs() -> dict[str, Any]:
@@ -125,6 +125,7 @@ class QueueCore:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
         if len(name) > MAX_NAME:
             raise ValueError(f"job name must be at most {MAX_NAME} characters, got {len(name)} ({name[:40]!r}...)")
+        check_unicode("job name", name)
         if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
             raise ValueError(f"priority must be an int in [0, {MAX_PRIORITY}], got {priority!r}")
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < math.inf:
@@ -141,6 +142,7 @@ class QueueCore:
             if len(job_id) > MAX_NAME:
                 raise ValueError(f"job_id must be at most {MAX_NAME} characters, got {len(job_id)} "
                                  f"({job_id[:40]!r}...)")
+            check_unicode("job_id", job_id)
             if job_id.isascii() and job_id.isdigit():
                 raise ValueError(f"job_id must not be all digits (ids of that form are the generated ones: give "
                                  f"yours a letter, e.g. 'order-{job_id}'), got {job_id!r}")
@@ -347,7 +349,7 @@ class Queue(QueueCore):
             self.client, self._owns = redis, False
         self.scripts = ScriptSet(self.client)
 
-    def _run(self, op: Op[Any], where: str) -> Any:
+    def _run(self, op: Op[T], where: str) -> T:
         return run_op(self.client, self.scripts, op, f"{where} on queue {self.name!r}")
 
     def add(
@@ -382,7 +384,7 @@ class Queue(QueueCore):
         """
         spec = self.spec(name, data, priority=priority, delay=delay, attempts=attempts, backoff=backoff,
                          timeout=timeout, job_id=job_id)
-        return self._run(self.op_add([spec]), "add")[0]  # type: ignore[no-any-return]
+        return self._run(self.op_add([spec]), "add")[0]
 
     def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
         """Add many ``(name, data[, options])`` jobs in one round trip."""
@@ -391,11 +393,11 @@ class Queue(QueueCore):
 
     def get_job(self, job_id: str, *, redact: bool = False) -> JobInfo:
         """The stored job (raises JobNotFound)."""
-        return self._run(self.op_get_job(job_id, redact), "get_job")  # type: ignore[no-any-return]
+        return self._run(self.op_get_job(job_id, redact), "get_job")
 
     def counts(self) -> dict[str, int]:
         """Jobs per state: waiting, active, delayed, completed, dead, waiting_children."""
-        return self._run(self.op_counts(), "counts")  # type: ignore[no-any-return]
+        return self._run(self.op_counts(), "counts")
 
     def pause(self) -> None:
         """Workers stop taking jobs from this queue (running ones finish)."""
@@ -406,7 +408,7 @@ class Queue(QueueCore):
         self._run(self.op_resume(), "resume")
 
     def is_paused(self) -> bool:
-        return self._run(self.op_is_paused(), "is_paused")  # type: ignore[no-any-return]
+        return self._run(self.op_is_paused(), "is_paused")
 
     def set_retention(self, *, keep_count: int | None = DEFAULT_KEEP_COMPLETED, keep_age: float | None = None) -> None:
         """Keep at most ``keep_count`` completed jobs and none older than ``keep_age`` s (None: no limit)."""
@@ -428,27 +430,27 @@ class Queue(QueueCore):
 
     def limits(self) -> dict[str, Any]:
         """The queue's limits and their use: concurrency_limit, active, rate_limit, rate_window, aging."""
-        return self._run(limiter.op_limits(self.keys), "limits")  # type: ignore[no-any-return]
+        return self._run(limiter.op_limits(self.keys), "limits")
 
     def dead(self, limit: int = 100, offset: int = 0) -> list[JobInfo]:
         """Dead-letter jobs, oldest first, sensitive fields redacted."""
-        return self._run(self.op_dead(limit, offset), "dead")  # type: ignore[no-any-return]
+        return self._run(self.op_dead(limit, offset), "dead")
 
     def retry_dead(self, *job_ids: str, all_jobs: bool = False) -> list[str]:
         """Move the given dead jobs (or all of them) back to waiting; returns their ids."""
-        return self._run(self.op_retry_dead(job_ids, all_jobs), "retry_dead")  # type: ignore[no-any-return]
+        return self._run(self.op_retry_dead(job_ids, all_jobs), "retry_dead")
 
     def purge_dead(self) -> int:
         """Delete every dead-letter job; returns how many."""
-        return self._run(self.op_purge_dead(), "purge_dead")  # type: ignore[no-any-return]
+        return self._run(self.op_purge_dead(), "purge_dead")
 
     def job_records(self) -> list[JobInfo]:
         """Every job still stored (any state) with its timestamps and attempts."""
-        return self._run(self.op_job_records(), "job_records")  # type: ignore[no-any-return]
+        return self._run(self.op_job_records(), "job_records")
 
     def events(self, count: int = 100) -> list[dict[str, str]]:
         """The last ``count`` events of the stream, oldest first."""
-        return self._run(self.op_events(count), "events")  # type: ignore[no-any-return]
+        return self._run(self.op_events(count), "events")
 
     def close(self) -> None:
         """Close the client this queue made (a client passed in is left open)."""
@@ -479,7 +481,7 @@ class AsyncQueue(QueueCore):
             self.client, self._owns = redis, False
         self.scripts = ScriptSet(self.client)
 
-    async def _run(self, op: Op[Any], where: str) -> Any:
+    async def _run(self, op: Op[T], where: str) -> T:
         return await run_op_async(self.client, self.scripts, op, f"{where} on queue {self.name!r}")
 
     async def add(
@@ -497,17 +499,17 @@ class AsyncQueue(QueueCore):
         """Add one job (see :meth:`Queue.add`)."""
         spec = self.spec(name, data, priority=priority, delay=delay, attempts=attempts, backoff=backoff,
                          timeout=timeout, job_id=job_id)
-        return (await self._run(self.op_add([spec]), "add"))[0]  # type: ignore[no-any-return]
+        return (await self._run(self.op_add([spec]), "add"))[0]
 
     async def add_bulk(self, jobs: Iterable[Any]) -> list[EnqueuedJob]:
         specs = self.bulk_specs(self, jobs)
         return await self._run(self.op_add(specs), "add_bulk") if specs else []
 
     async def get_job(self, job_id: str, *, redact: bool = False) -> JobInfo:
-        return await self._run(self.op_get_job(job_id, redact), "get_job")  # type: ignore[no-any-return]
+        return await self._run(self.op_get_job(job_id, redact), "get_job")
 
     async def counts(self) -> dict[str, int]:
-        return await self._run(self.op_counts(), "counts")  # type: ignore[no-any-return]
+        return await self._run(self.op_counts(), "counts")
 
     async def pause(self) -> None:
         await self._run(self.op_pause(), "pause")
@@ -516,7 +518,7 @@ class AsyncQueue(QueueCore):
         await self._run(self.op_resume(), "resume")
 
     async def is_paused(self) -> bool:
-        return await self._run(self.op_is_paused(), "is_paused")  # type: ignore[no-any-return]
+        return await self._run(self.op_is_paused(), "is_paused")
 
     async def set_retention(
         self, *, keep_count: int | None = DEFAULT_KEEP_COMPLETED, keep_age: float | None = None
@@ -534,22 +536,22 @@ class AsyncQueue(QueueCore):
         await self._run(limiter.op_set_aging(self.keys, seconds), "set_aging")
 
     async def limits(self) -> dict[str, Any]:
-        return await self._run(limiter.op_limits(self.keys), "limits")  # type: ignore[no-any-return]
+        return await self._run(limiter.op_limits(self.keys), "limits")
 
     async def dead(self, limit: int = 100, offset: int = 0) -> list[JobInfo]:
-        return await self._run(self.op_dead(limit, offset), "dead")  # type: ignore[no-any-return]
+        return await self._run(self.op_dead(limit, offset), "dead")
 
     async def retry_dead(self, *job_ids: str, all_jobs: bool = False) -> list[str]:
-        return await self._run(self.op_retry_dead(job_ids, all_jobs), "retry_dead")  # type: ignore[no-any-return]
+        return await self._run(self.op_retry_dead(job_ids, all_jobs), "retry_dead")
 
     async def purge_dead(self) -> int:
-        return await self._run(self.op_purge_dead(), "purge_dead")  # type: ignore[no-any-return]
+        return await self._run(self.op_purge_dead(), "purge_dead")
 
     async def job_records(self) -> list[JobInfo]:
-        return await self._run(self.op_job_records(), "job_records")  # type: ignore[no-any-return]
+        return await self._run(self.op_job_records(), "job_records")
 
     async def events(self, count: int = 100) -> list[dict[str, str]]:
-        return await self._run(self.op_events(count), "events")  # type: ignore[no-any-return]
+        return await self._run(self.op_events(count), "events")
 
     async def close(self) -> None:
         """Close the client this queue made (a client passed in is left open)."""

@@ -60,6 +60,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "add_children",
     "park",
     "queue_stats",
+    "set_rate_limit",
 )
 
 #: Lua files pasted into scripts at a line ``-- @include <name>`` (not scripts themselves).
@@ -110,11 +111,12 @@ class Op(Generic[T]):
     """Calls sent in one round trip and the function that reads their replies.
 
     ``parse`` may return another :class:`Op` to continue (e.g. list ids, then
-    read their hashes); the sync and async executors follow the chain.
+    read their hashes); the sync and async executors follow the chain. ``T`` is
+    what the chain ends with: :func:`run_op` returns it.
     """
 
     calls: list[Call]
-    parse: Callable[[list[Any]], Any]
+    parse: Callable[[list[Any]], T | Op[T]]
 
 
 class ScriptSet:
@@ -174,15 +176,28 @@ def run_calls(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[An
     return replies
 
 
-async def run_calls_async(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
-    """Send ``calls`` in one round trip on an asyncio client; replies in order (Cluster: one by one)."""
+async def run_calls_async(client: Any, scripts: ScriptSet, calls: Sequence[Call], *,
+                          errors_in_replies: bool = False) -> list[Any]:
+    """Send ``calls`` in one round trip on an asyncio client; replies in order (Cluster: one by one).
+
+    An error Redis replied to a call is raised (the first one), or, with ``errors_in_replies``, returned in
+    that call's place while the other calls' replies are kept. Connection errors always raise.
+    """
     if len(calls) != 1 and is_cluster(client):
-        return [(await run_calls_async(client, scripts, [c]))[0] for c in calls]
+        out = []
+        for c in calls:
+            out += await run_calls_async(client, scripts, [c], errors_in_replies=errors_in_replies)
+        return out
     if len(calls) == 1:
         c = calls[0]
-        if c.script:
-            return [await scripts.scripts[c.script](keys=list(c.keys), args=list(c.args), client=client)]
-        return [await client.execute_command(*c.args)]
+        try:
+            if c.script:
+                return [await scripts.scripts[c.script](keys=list(c.keys), args=list(c.args), client=client)]
+            return [await client.execute_command(*c.args)]
+        except redis.exceptions.ResponseError as e:
+            if errors_in_replies:
+                return [e]
+            raise
     pipe = client.pipeline(transaction=False)
     for c in calls:
         _queue_call(pipe, scripts, c)
@@ -196,9 +211,10 @@ async def run_calls_async(client: Any, scripts: ScriptSet, calls: Sequence[Call]
             _queue_call(pipe, scripts, c)
         for i, r in zip(missing, await pipe.execute(raise_on_error=False)):
             replies[i] = r
-    for r in replies:
-        if isinstance(r, Exception):
-            raise r
+    if not errors_in_replies:
+        for r in replies:
+            if isinstance(r, Exception):
+                raise r
     return replies
 
 
@@ -209,6 +225,10 @@ def redis_errors(where: str) -> Iterator[None]:
         yield
     except CONNECTION_ERRORS as e:
         raise RedisUnavailable(f"Redis unavailable ({where}): {e}") from e
+    except redis.exceptions.OutOfMemoryError as e:
+        raise EngineError(f"Redis refused the write ({where}): it is at its maxmemory (maxmemory-policy "
+                          f"noeviction) and nothing was written; retry later (with the same job_id), after "
+                          f"freeing memory or raising maxmemory ({e})") from e
     except redis.exceptions.RedisError as e:
         raise EngineError(f"Redis error ({where}): {e}") from e
 
@@ -219,7 +239,7 @@ def run_op(client: Any, scripts: ScriptSet, op: Op[T], where: str) -> T:
         while True:
             result = op.parse(run_calls(client, scripts, op.calls))
             if not isinstance(result, Op):
-                return result  # type: ignore[no-any-return]
+                return result
             op = result
 
 
@@ -229,5 +249,5 @@ async def run_op_async(client: Any, scripts: ScriptSet, op: Op[T], where: str) -
         while True:
             result = op.parse(await run_calls_async(client, scripts, op.calls))
             if not isinstance(result, Op):
-                return result  # type: ignore[no-any-return]
+                return result
             op = result

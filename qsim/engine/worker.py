@@ -2,7 +2,7 @@
 
 A :class:`Worker` is a few parts with typed seams between them:
 
-* :class:`~qsim.engine.settings.WorkerSettings` -- the validated keyword arguments;
+* :class:`~qsim.engine.settings.WorkerSettings` -- the validated settings (the keyword arguments);
 * :class:`~qsim.engine.pipeline.Pipeline` -- the fetch/ack loop: one round trip
   per batch (completions, failures, hand-backs, a promotion, a fetch), each
   part of a batch reading its own replies; BLPOP on the queues' markers when idle;
@@ -21,24 +21,23 @@ A :class:`Worker` is a few parts with typed seams between them:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from qsim.engine.connection import DEFAULT_REDIS_URL, connect_async, display_url
+from qsim.engine.connection import connect_async, display_url
 from qsim.engine.context import RunContext
 from qsim.engine.events import Emitter
 from qsim.engine.executor import Executor, Handler
 from qsim.engine.hooks import AttemptHook
 from qsim.engine.job import Job
-from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys
+from qsim.engine.keys import QueueKeys
 from qsim.engine.maintenance import check_eviction_policy, recover_stalled, renew_locks
 from qsim.engine.outbox import Outbox
-from qsim.engine.payload import DEFAULT_MAX_PAYLOAD, DEFAULT_REDACT
 from qsim.engine.pipeline import Pipeline, by_queue
 from qsim.engine.protocol import release_call
-from qsim.engine.queue import DEFAULT_EVENTS_MAXLEN, DEFAULT_KEEP_COMPLETED
 from qsim.engine.scripts import REDIS_ERRORS, ScriptSet, run_calls_async
 from qsim.engine.settings import WorkerSettings
 from qsim.errors import RedisUnavailable
@@ -74,97 +73,26 @@ class _Run:
 class Worker:
     """Runs ``handler`` on the jobs of a queue, ``concurrency`` at a time.
 
-    Args:
-        queues: A queue name, or a list of names served together.
-        policy: How a fetch chooses among several queues: ``"priority"``
-            (lowest job priority across the queues, FIFO within a level),
-            ``"ordered"`` (first listed queue with a job first) or ``"wrr"``
-            (smooth weighted round-robin over the queues with a startable job).
-        weights: ``{queue: int >= 1}`` for ``wrr`` (default 1 each).
-        group: Hash tag the queues share (the same ``group=`` as on their
-            :class:`~qsim.engine.queue.Queue`); needed on Redis Cluster
-            when serving several queues.
-        handler: ``async def handler(job) -> result``; the result must be JSON.
-        redis: A ``redis://`` URL, or ``redis+cluster://`` for Redis Cluster (the
-            worker makes its own asyncio client).
-        concurrency: Jobs run at the same time by this process.
-        lock_duration: Seconds a job's lock lasts; renewed every half of it.
-        stalled_interval: Seconds between checks for jobs whose lock expired.
-        max_stalled: Stalls a job may have before it goes to the DLQ.
-        shutdown_grace: Seconds ``close()`` / SIGTERM waits for active jobs.
-        prefix: Key prefix.
-        redact: Sensitive field names hidden in logs, events and errors.
-        max_payload: Largest return value in bytes.
-        keep_completed: Completed jobs kept (None: all) unless the queue's
-            ``set_retention`` says otherwise.
-        keep_completed_for: Seconds completed jobs are kept (None: no limit).
-        block_timeout: Longest single BLPOP wait in seconds.
-        batch_size: At most this many fetches and as many acknowledgements
-            per round trip; batches of moderate size, several in flight, keep
-            jobs from moving in lock-step (16: tuned with
-            benchmarks/worker_cpu.py and engine_throughput.py; 8 cost ~14%
-            more worker CPU per no-op job).
-        max_inflight: Batches (round trips) in flight at once.
-        prefetch: Jobs fetched and locked beyond ``concurrency``; they wait in
-            this process (locks renewed with the running ones) so a slot that
-            frees starts its next job at once instead of one round trip later.
-            Their recorded start is when their handler started (the wait in
-            the worker counts as waiting); at shutdown the ones not started go
-            back unstarted (the attempt does not count). ``"auto"`` (the
-            default) fetches a few ahead (``ceil(concurrency / 4)``, at most
-            ``batch_size``) only while the jobs are short enough that one
-            would wait in the worker about a round trip or less (handler's
-            average run time / concurrency <= 2 ms) and no queue served has
-            a concurrency or rate limit; 0 fetches only for free slots. Lifts
-            short jobs near the event loop's own limit
-            (benchmarks/engine_throughput.py).
-        handle_signals: Install SIGTERM/SIGINT handlers while ``run()`` runs.
-        worker_id: Name of this worker in job records (default host:pid:random).
+    ``Worker(queues, handler, concurrency=10, ...)``: ``queues`` is a queue name or a list of names
+    served together, ``handler`` is ``async def handler(job) -> result`` (the result must be JSON),
+    and the keywords are the fields of :class:`~qsim.engine.settings.WorkerSettings` (``policy``,
+    ``weights``, ``group``, ``redis``, ``concurrency``, ``lock_duration``, ``stalled_interval``,
+    ``max_stalled``, ``shutdown_grace``, ``prefix``, ``redact``, ``prefetch``, ``worker_id``, ...:
+    each documented there, with its ``qsim worker`` flag). ``Worker(settings, handler)`` takes a
+    whole :class:`~qsim.engine.settings.WorkerSettings` instead (keywords then replace its fields).
+    The settings are validated into :attr:`settings`; a bad one raises ``ValueError`` quoting it, an
+    unknown keyword ``TypeError``.
 
     ``run()`` returns :data:`EXIT_DRAINED` (0) when it stopped with every
     active job finished, :data:`EXIT_CUT_OFF` (3) when some were cancelled
     at the end of the grace period and handed back to the queue.
-
-    The keyword arguments are validated into :attr:`settings`
-    (:class:`~qsim.engine.settings.WorkerSettings`); a bad one raises
-    ``ValueError`` quoting it.
     """
 
-
-    def __init__(
-        self,
-        queues: str | Sequence[str],
-        handler: Handler,
-        *,
-        policy: str = "priority",
-        weights: Mapping[str, int] | None = None,
-        group: str | None = None,
-        redis: str = DEFAULT_REDIS_URL,
-        concurrency: int = 10,
-        lock_duration: float = 30.0,
-        stalled_interval: float = 30.0,
-        max_stalled: int = 1,
-        shutdown_grace: float = 30.0,
-        prefix: str = DEFAULT_PREFIX,
-        redact: Sequence[str] = DEFAULT_REDACT,
-        max_payload: int = DEFAULT_MAX_PAYLOAD,
-        events_maxlen: int = DEFAULT_EVENTS_MAXLEN,
-        keep_completed: int | None = DEFAULT_KEEP_COMPLETED,
-        keep_completed_for: float | None = None,
-        block_timeout: float = 5.0,
-        batch_size: int = 16,
-        max_inflight: int = 2,
-        prefetch: int | str = "auto",
-        handle_signals: bool = True,
-        worker_id: str | None = None,
-    ) -> None:
-        self.settings = WorkerSettings(
-            queues=queues, policy=policy, weights=weights, group=group, redis=redis, concurrency=concurrency,
-            lock_duration=lock_duration, stalled_interval=stalled_interval, max_stalled=max_stalled,
-            shutdown_grace=shutdown_grace, prefix=prefix, redact=redact, max_payload=max_payload,
-            events_maxlen=events_maxlen, keep_completed=keep_completed, keep_completed_for=keep_completed_for,
-            block_timeout=block_timeout, batch_size=batch_size, max_inflight=max_inflight, prefetch=prefetch,
-            handle_signals=handle_signals, worker_id=worker_id)
+    def __init__(self, queues: str | Sequence[str] | WorkerSettings, handler: Handler, **options: Any) -> None:
+        if isinstance(queues, WorkerSettings):
+            self.settings = dataclasses.replace(queues, **options) if options else queues
+        else:
+            self.settings = WorkerSettings(queues=queues, **options)
         if not callable(handler):
             raise ValueError(f"handler must be an async function, got {handler!r}")
         self.handler = handler
@@ -227,8 +155,8 @@ class Worker:
 
     @property
     def active(self) -> int:
-        """Jobs running right now."""
-        return len(self._run.executor.active) if self._run is not None else 0
+        """Jobs running right now (not counting the ones fetched ahead, waiting for a slot)."""
+        return len(self._run.executor.running) if self._run is not None else 0
 
     @property
     def processed(self) -> int:
@@ -306,7 +234,7 @@ class Worker:
         s, ex = self.settings, run.executor
         tasks: list[asyncio.Future[None]] = []
         for k in s.keys:
-            held = ex.held if len(s.keys) == 1 else _held_of(ex, k.queue)
+            held = ex.locked if len(s.keys) == 1 else _held_of(ex, k.queue)
             tasks += [
                 asyncio.ensure_future(renew_locks(run.context, k, s.lock_ms, s.lock_duration / 2, held)),
                 asyncio.ensure_future(recover_stalled(run.context, k, s.max_stalled, s.stalled_interval)),
@@ -331,11 +259,11 @@ class Worker:
             return
         name = signal.Signals(signum).name
         if run.shutdown is None:
-            logger.info("%s: stop fetching, draining %s active jobs for up to %s s", name, len(run.executor.active),
+            logger.info("%s: stop fetching, draining %s running jobs for up to %s s", name, len(run.executor.running),
                         self.settings.shutdown_grace)
             self._request_close(run, self.settings.shutdown_grace)
         else:
-            logger.warning("%s again: cancelling %s active jobs now", name, len(run.executor.active))
+            logger.warning("%s again: cancelling %s running jobs now", name, len(run.executor.running))
             run.force.set()
             run.executor.changed.set()
 
@@ -344,13 +272,14 @@ class Worker:
             run.shutdown = asyncio.ensure_future(self._shutdown(run, grace))
 
     async def _shutdown(self, run: _Run, grace: float) -> None:
-        """Stop fetching, wait up to ``grace`` s for the active jobs, cut off the rest; then let the pipeline end."""
+        """Stop fetching, hand the held jobs back, wait up to ``grace`` s for the running ones, cut off the rest;
+        then let the pipeline end."""
         ex = run.executor
-        ex.closing = True
+        ex.close()
         run.pipeline.interrupt()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while ex.active and not run.force.is_set():
+        while ex.running and not run.force.is_set():
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
@@ -360,29 +289,31 @@ class Worker:
                     await ex.changed.wait()
             except TimeoutError:
                 break
-        if ex.active:
+        if ex.running:
             self._exit_code = EXIT_CUT_OFF
-            logger.warning("cutting off %s jobs still running after %s s; handing them back", len(ex.active), grace)
+            logger.warning("cutting off %s jobs still running after %s s; handing them back", len(ex.running), grace)
             await ex.cut_off(5.0)
         run.pipeline.stopped = True
         run.outbox.wake.set()
 
     async def _abort(self, run: _Run) -> None:
-        """run() itself was cancelled: hand back what runs, best effort, quickly."""
-        jobs = [j for j, _ in run.executor.active.values()]
-        run.executor.cancel_all()
+        """run() itself was cancelled: hand back what runs and what is held, best effort, quickly."""
+        ex = run.executor
+        jobs = [(j, True) for j, _ in ex.running.values()] + [(h[0], False) for h in ex.held.values()]
+        ex.held.clear()
+        ex.cancel_all()
         if jobs:
             self._exit_code = EXIT_CUT_OFF
             maxlen = self.settings.events_maxlen
             try:
                 async with asyncio.timeout(2.0):
                     await run_calls_async(run.client, run.context.scripts, [
-                        release_call(k, maxlen, [(j.id, j.token) for j in sub])
-                        for k, sub in by_queue(self.settings.keys, jobs, lambda j: j)])
+                        release_call(k, maxlen, [(j.id, j.token, started) for j, started in sub])
+                        for k, sub in by_queue(self.settings.keys, jobs, lambda it: it[0])])
             except _HAND_BACK_ERRORS as e:
                 logger.warning("could not hand back %s jobs: %s", len(jobs), e)
 
 
 def _held_of(ex: Executor, queue: str) -> Callable[[], list[Job]]:
     """The jobs of ``queue`` whose lock ``ex``'s worker holds."""
-    return lambda: [j for j in ex.held() if j.queue == queue]
+    return lambda: [j for j in ex.locked() if j.queue == queue]

@@ -7,7 +7,9 @@ add the planned fan-out children through the engine's own fan-out API
 (:meth:`Job.add_children <qsim.engine.Job.add_children>`), as a user's handler
 would. The harness (:mod:`qsim.harness.processes`) starts these processes,
 signals them (SIGTERM, SIGKILL) and starts new ones, exactly as a deployment
-would; its :class:`~qsim.harness.processes.WorkerSettings` defines the flags.
+would. Its flags are ``--ready-key`` and the engine's
+:class:`~qsim.engine.settings.WorkerSettings` flags, the same as ``qsim worker``'s
+(:class:`~qsim.harness.processes.PoolProcessSpec` writes and reads them).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from typing import Any
 from qsim.engine import Job, Worker
 from qsim.engine.eventloop import run_process
 from qsim.harness.plan import engine_options
-from qsim.harness.processes import WorkerSettings
+from qsim.harness.processes import PoolProcessSpec
 
-__all__ = ["make_synthetic", "main", "PlannedFailure"]
+__all__ = ["make_synthetic", "build", "main", "PlannedFailure"]
 
 Handler = Callable[[Job], Awaitable[dict[str, Any]]]
 
@@ -63,27 +65,28 @@ def make_synthetic(redis_url: str = "", prefix: str = "") -> Handler:
     return synthetic
 
 
+def build(argv: list[str] | None = None) -> tuple[Worker, PoolProcessSpec]:
+    """The worker of the command line ``argv`` (:class:`PoolProcessSpec`'s), running :func:`make_synthetic`."""
+    spec = PoolProcessSpec.parse(argv)
+    return Worker(spec.settings, make_synthetic()), spec
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one pool worker until SIGTERM (on uvloop when installed: see :mod:`qsim.engine.eventloop`);
     the exit code is the worker's."""
-    a = WorkerSettings.parse(argv)
+    worker, spec = build(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format=f"%(asctime)s {a.worker_id} %(levelname)s %(name)s: %(message)s")
+                        format=f"%(asctime)s {worker.id} %(levelname)s %(name)s: %(message)s")
 
     async def run() -> int:
-        wait = a.take_work_at - time.time()
-        if wait > 0:  # a cold start: no work before then (a SIGTERM meanwhile ends the process)
-            await asyncio.sleep(wait)
-        worker = Worker(list(a.queues) if len(a.queues) > 1 else a.queues[0], make_synthetic(),
-                        redis=a.redis, prefix=a.prefix, policy=a.policy, weights=dict(a.weights),
-                        concurrency=a.concurrency, lock_duration=a.lock_duration,
-                        stalled_interval=a.stalled_interval, max_stalled=a.max_stalled,
-                        shutdown_grace=a.grace, worker_id=a.worker_id, keep_completed=None)
         import redis.asyncio
 
-        client = redis.asyncio.Redis.from_url(a.redis)
+        wait = spec.take_work_at - time.time()
+        if wait > 0:  # a cold start: no work before then (a SIGTERM meanwhile ends the process)
+            await asyncio.sleep(wait)
+        client = redis.asyncio.Redis.from_url(spec.settings.redis)
         try:
-            await client.rpush(a.ready_key, a.worker_id)
+            await client.rpush(spec.ready_key, worker.id)
         finally:
             await client.aclose()
         return await worker.run()

@@ -4,9 +4,10 @@ One manager for every runner that starts pools on this machine: ``qsim run``
 (:mod:`qsim.harness.run`) and Locust's ``--start-workers``
 (:mod:`qsim.loadtest.workers`). It owns
 
-- :class:`WorkerSettings`, the one definition of the command line of
-  ``python -m qsim.harness.pool_worker`` (:meth:`WorkerSettings.argv` writes
-  it, :meth:`WorkerSettings.parse` reads it);
+- :class:`PoolProcessSpec`: one process, its command line
+  (``python -m qsim.harness.pool_worker``: :meth:`PoolProcessSpec.argv` writes
+  it, :meth:`PoolProcessSpec.parse` reads it) made of the engine's
+  :class:`~qsim.engine.settings.WorkerSettings` flags, the same as ``qsim worker``'s;
 - :class:`WorkerProcesses`: starts processes (``<pool>-<n>``, numbered per
   pool), waits until each has pushed its id to a Redis list (the ready
   list), sends the scenario's events as real signals or new processes
@@ -31,106 +32,73 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from qsim.engine import Queue
 from qsim.engine.connection import connect
+from qsim.engine.settings import WorkerSettings
+from qsim.shared_settings import SharedSettings
 from qsim.errors import HarnessError
 from qsim.scenario import EventSpec, Scenario
 
-__all__ = ["WorkerSettings", "WorkerProcesses", "apply_limits", "restore_limits", "EVENT_SIGNALS"]
+__all__ = ["PoolProcessSpec", "WorkerProcesses", "apply_limits", "restore_limits", "EVENT_SIGNALS"]
 
 logger = logging.getLogger(__name__)
 
 #: The signal each signalling event kind sends.
 EVENT_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
-_TYPES = {"str": str, "int": int, "float": float}
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerSettings:
-    """What one pool worker process runs: the flags of ``python -m qsim.harness.pool_worker``.
+class PoolProcessSpec:
+    """One pool worker process: its worker's settings and the Redis list it reports to once running.
 
-    Each field is one flag (``lock_duration`` is ``--lock-duration``); ``queues``
-    is ``--queue`` repeated, ``weights`` is ``--weight QUEUE=N`` repeated.
+    Its command line is ``python -m qsim.harness.pool_worker --ready-key KEY`` followed by the
+    settings' flags (:meth:`WorkerSettings.to_argv <qsim.engine.settings.WorkerSettings.to_argv>`,
+    the same flags as ``qsim worker``): :meth:`argv` writes it, :meth:`parse` reads it back.
     """
 
-    redis: str = field(metadata=_help("Redis URL"))
-    prefix: str = field(metadata=_help("key prefix of the queues"))
-    queues: tuple[str, ...] = field(metadata=_help("a queue of the pool (repeat for several)"))
-    concurrency: int = field(metadata=_help("concurrent jobs of this process"))
-    worker_id: str = field(metadata=_help("the worker's id (<pool>-<n>)"))
-    ready_key: str = field(metadata=_help("Redis list this process pushes its id to once running"))
-    policy: str = field(default="priority", metadata=_help("priority | ordered | wrr"))
-    weights: Mapping[str, int] = field(default_factory=dict, metadata=_help("wrr weight QUEUE=N (repeat)"))
-    lock_duration: float = field(default=30.0, metadata=_help("a job's lock, seconds"))
-    stalled_interval: float = field(default=30.0, metadata=_help("seconds between stalled checks"))
-    max_stalled: int = field(default=1, metadata=_help("stalls before a job is failed"))
-    grace: float = field(default=30.0, metadata=_help("seconds to drain active jobs after SIGTERM"))
-    take_work_at: float = field(default=0.0, metadata=_help("Unix time before which the process takes no work "
-                                                            "(its cold start; 0: at once)"))
+    settings: WorkerSettings
+    ready_key: str
+    take_work_at: float = 0.0  # Unix time before which the process takes no work (a cold start; 0: at once)
 
     @classmethod
     def for_pool(cls, scenario: Scenario, pool: str, *, redis: str, prefix: str, worker_id: str, ready_key: str,
-                 grace: float, take_work_at: float = 0.0) -> WorkerSettings:
-        """The settings of one process of ``scenario``'s pool ``pool``."""
-        spec, eng = scenario.pool(pool), scenario.engine
-        return cls(redis=redis, prefix=prefix, queues=tuple(spec.queues), concurrency=spec.concurrency,
-                   worker_id=worker_id, ready_key=ready_key, policy=spec.policy,
-                   weights={q: int(spec.weight(q)) for q in spec.queues}, lock_duration=eng.lock_duration,
-                   stalled_interval=eng.stalled_interval, max_stalled=eng.max_stalled, grace=grace,
-                   take_work_at=take_work_at)
-
-    @staticmethod
-    def _flag(name: str) -> str:
-        return {"queues": "--queue", "weights": "--weight"}.get(name, "--" + name.replace("_", "-"))
+                 grace: float, take_work_at: float = 0.0) -> PoolProcessSpec:
+        """The process ``worker_id`` of ``scenario``'s pool ``pool``: the pool's queues, policy, weights and
+        concurrency, every setting of the scenario's ``[engine]`` table that is a worker setting
+        (:class:`~qsim.shared_settings.SharedSettings`), the run's Redis and prefix, every completed
+        job kept (the run reads them all at the end)."""
+        spec = scenario.pool(pool)
+        shared = {f.name: getattr(scenario.engine, f.name) for f in fields(SharedSettings)}
+        settings = WorkerSettings(**shared, queues=tuple(spec.queues), policy=spec.policy,
+                                  weights={q: int(spec.weight(q)) for q in spec.queues}, concurrency=spec.concurrency,
+                                  redis=redis, prefix=prefix, worker_id=worker_id, shutdown_grace=grace,
+                                  keep_completed=None)
+        return cls(settings=settings, ready_key=ready_key, take_work_at=take_work_at)
 
     def argv(self) -> list[str]:
         """The process's command line (``python -m qsim.harness.pool_worker ...``)."""
-        args = [sys.executable, "-m", "qsim.harness.pool_worker"]
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "queues":
-                args += [a for q in value for a in ("--queue", q)]
-            elif f.name == "weights":
-                args += [a for q, w in value.items() for a in ("--weight", f"{q}={int(w)}")]
-            else:
-                args += [self._flag(f.name), str(value)]
-        return args
+        return [sys.executable, "-m", "qsim.harness.pool_worker", f"--ready-key={self.ready_key}",
+                f"--take-work-at={self.take_work_at!r}", *self.settings.to_argv()]
 
     @classmethod
     def parser(cls) -> argparse.ArgumentParser:
-        """The argument parser of ``python -m qsim.harness.pool_worker``, from the fields."""
+        """The argument parser of ``python -m qsim.harness.pool_worker``."""
         p = argparse.ArgumentParser(prog="python -m qsim.harness.pool_worker")
-        for f in fields(cls):
-            required = f.default is MISSING and f.default_factory is MISSING
-            if f.name == "queues":
-                p.add_argument("--queue", dest="queues", action="append", required=True, help=f.metadata["help"])
-            elif f.name == "weights":
-                p.add_argument("--weight", dest="weights", action="append", default=[], metavar="QUEUE=N",
-                               help=f.metadata["help"])
-            else:
-                p.add_argument(cls._flag(f.name), dest=f.name, type=_TYPES[str(f.type)], required=required,
-                               default=None if required else f.default, help=f.metadata["help"])
+        p.add_argument("--ready-key", required=True, help="Redis list this process pushes its id to once running")
+        p.add_argument("--take-work-at", type=float, default=0.0,
+                       help="Unix time before which the process takes no work (its cold start; 0: at once)")
+        WorkerSettings.add_arguments(p)
         return p
 
     @classmethod
-    def parse(cls, argv: Sequence[str] | None = None) -> WorkerSettings:
+    def parse(cls, argv: Sequence[str] | None = None) -> PoolProcessSpec:
         """Read a command line written by :meth:`argv` (without the interpreter and module)."""
-        a = vars(cls.parser().parse_args(argv))
-        weights = {}
-        for item in a["weights"]:
-            q, sep, w = item.partition("=")
-            if not sep or not w.strip().lstrip("-").isdigit():
-                raise SystemExit(f"--weight must be QUEUE=N with a whole number N, got {item!r}")
-            weights[q] = int(w)
-        return cls(**{**a, "queues": tuple(a["queues"]), "weights": weights})
+        args = cls.parser().parse_args(argv)
+        return cls(settings=WorkerSettings.from_args(args), ready_key=args.ready_key, take_work_at=args.take_work_at)
 
 
 class WorkerProcesses:
@@ -152,8 +120,11 @@ class WorkerProcesses:
             raise ValueError(f"grace must be >= 0 seconds, got {default_grace!r}")
         self.scenario, self.redis_url, self.prefix, self.ready_key = scenario, redis_url, prefix, ready_key
         self.default_grace = default_grace
-        self._tmp = None if logdir else tempfile.TemporaryDirectory(prefix="qsim-workers-")
-        self.logdir = Path(logdir) if logdir else Path(self._tmp.name)  # type: ignore[union-attr]
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if not logdir:
+            self._tmp = tempfile.TemporaryDirectory(prefix="qsim-workers-")
+            logdir = Path(self._tmp.name)
+        self.logdir = Path(logdir)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.pool_of: dict[str, str] = {}
         self._signalled: set[str] = set()
@@ -168,6 +139,12 @@ class WorkerProcesses:
         graces = [e.grace for e in self.scenario.events if e.pool == pool and e.kind == "sigterm"]
         return max(graces) if graces else self.default_grace
 
+    def spec(self, pool: str, wid: str, *, ready_key: str | None = None, take_work_at: float = 0.0) -> PoolProcessSpec:
+        """The process ``wid`` of ``pool``, as :meth:`start` starts it."""
+        return PoolProcessSpec.for_pool(self.scenario, pool, redis=self.redis_url, prefix=self.prefix, worker_id=wid,
+                                        ready_key=ready_key or self.ready_key, grace=self.grace(pool),
+                                        take_work_at=take_work_at)
+
     def start(self, pool: str, count: int, *, ready_key: str | None = None, take_work_at: float = 0.0) -> list[str]:
         """Start ``count`` processes of ``pool``; their ids (``<pool>-<n>``, numbered on per pool).
 
@@ -179,11 +156,9 @@ class WorkerProcesses:
             n = self._next.get(pool, 0)
             self._next[pool] = n + 1
             wid = f"{pool}-{n}"
-            settings = WorkerSettings.for_pool(self.scenario, pool, redis=self.redis_url, prefix=self.prefix,
-                                               worker_id=wid, ready_key=ready_key or self.ready_key,
-                                               grace=self.grace(pool), take_work_at=take_work_at)
             with (self.logdir / f"{wid}.log").open("wb") as log:
-                self.procs[wid] = subprocess.Popen(settings.argv(), stdout=log, stderr=subprocess.STDOUT,
+                spec = self.spec(pool, wid, ready_key=ready_key, take_work_at=take_work_at)
+                self.procs[wid] = subprocess.Popen(spec.argv(), stdout=log, stderr=subprocess.STDOUT,
                                                    start_new_session=True)
             self.pool_of[wid] = pool
             ids.append(wid)

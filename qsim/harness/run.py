@@ -32,14 +32,14 @@ import redis.asyncio
 
 from qsim.display import summary_html, summary_line
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
-from qsim.errors import HarnessError, NotSupportedError, QsimError
 from qsim.autoscale.hpa import Recommend
+from qsim.errors import NotSupportedError, QsimError, RedisUnavailable
 from qsim.harness.aio import run_sync
 from qsim.harness.autoscaling import EngineAutoscaler
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.harness.processes import WorkerProcesses, apply_limits
-from qsim.safety import display_url
+from qsim.safety import unreachable
 from qsim.records import Records, attempts_frame, jobs_frame
 from qsim.scenario import Scenario
 from qsim.summary import PoolScaling, Summary, summarize
@@ -111,7 +111,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         await client.ping()
     except (redis.RedisError, OSError) as e:
         await client.aclose()
-        raise HarnessError(f"cannot reach Redis at {display_url(url)}: {e}") from e
+        raise RedisUnavailable(unreachable(url, e)) from e
     queues = {q.name: AsyncQueue(q.name, redis=url, prefix=prefix) for q in scenario.queues}
     pools = WorkerProcesses(scenario, url, prefix=prefix, ready_key=f"{prefix}:harness:ready", logdir=logdir)
     try:

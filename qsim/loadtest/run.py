@@ -71,7 +71,7 @@ class LoadTestRun:
         target: Where the jobs go (default: :func:`make_target` of ``config``).
 
     Raises:
-        HarnessError: A non-local Redis without the confirmation flag.
+        UsageError: A non-local Redis without the confirmation flag, or a malformed Redis URL.
         ScenarioError: A bad or unsupported scenario.
     """
 

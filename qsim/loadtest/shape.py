@@ -43,13 +43,13 @@ class ScenarioShape(LoadTestShape):
     use_common_options = True  # -u, -r, -t are read (through the options qsim fixed at init)
 
     def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+        super().__init__()
         self._plan: tuple[int, float, float, float] | None = None
         self._plan_run: object = None
 
     def reset_time(self) -> None:
         """Called by Locust at each start: the options may have changed (web UI)."""
-        super().reset_time()  # type: ignore[no-untyped-call]
+        super().reset_time()
         self._plan = None
 
     def plan(self) -> tuple[int, float, float, float]:
@@ -74,7 +74,7 @@ class ScenarioShape(LoadTestShape):
         if run is None or run.t0 is None:
             # Before the first start (test_start opens the window) keep asking for the users;
             # a run that could not start has asked the runner to quit already.
-            started: float = self.get_run_time()  # type: ignore[no-untyped-call]
+            started: float = self.get_run_time()
             if started > 5.0 and self.runner.environment.process_exit_code:
                 return None
             return users, spawn

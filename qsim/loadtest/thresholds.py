@@ -62,7 +62,7 @@ def run_summary(run: LoadTestRun, fates: Mapping[str, str] | None = None, *, sou
         cols[key] = [v - t0 for v in cols[key]]
     label = source or ("bullmq" if run.config.target == "bullmq" else "engine")
     return summarize(Records(jobs=jobs_frame(cols)), scenario=run.scenario.name, source=label,
-                     seed=run.scenario.seed)
+                     seed=run.scenario.seed, window=run.scenario.window_length)
 
 
 def max_jobs(run: LoadTestRun) -> dict[str | None, int]:

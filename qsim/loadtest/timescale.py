@@ -8,7 +8,10 @@ opens. With ``S = 0.01`` a 24 h scenario runs in 14.4 minutes.
 
 **What is scaled** — the scenario's clock: ``duration`` (the arrival window,
 unless ``-t`` gives one), ``warmup``, the times of its ``[[events]]``, the
-times (and ``period``) of every rate profile, and the times of a ``trace``.
+times (and ``period``) of every rate profile, the times of a ``trace``, and
+the Summary's ``window`` (so a ``--slo "... in 95% of windows"`` threshold
+judges the same stretches of the day: 60 s of the scenario are 0.6 s of the
+run at ``S = 0.01``).
 
 **What is kept** — every rate, and everything the workers do. At wall time
 ``tau`` a profiled type arrives at the rate the profile gives at scenario time
@@ -84,4 +87,5 @@ def time_scaled(scenario: Scenario, time_scale: float) -> Scenario:
     jobs = tuple(replace(j, arrival=_arrival(j.arrival, s, j.name)) if j.arrival is not None else j
                  for j in scenario.jobs)
     events = tuple(replace(e, at=e.at * s) for e in scenario.events)
-    return replace(scenario, duration=scenario.duration * s, warmup=scenario.warmup * s, jobs=jobs, events=events)
+    return replace(scenario, duration=scenario.duration * s, warmup=scenario.warmup * s, jobs=jobs, events=events,
+                   window=scenario.window_length * s)  # the Summary's windows cover the same stretches of the day

@@ -5,10 +5,11 @@ level) under the queue's gates (:mod:`qsim.model.limits`). A queue with a
 **keyed** rate limit (``queues[].rate_limit.key = "tenant"``) keeps one
 sliding window per value of that payload field. The engine reads the value
 when a job is added (``rate_key_value``: text, ``""`` when the payload has no
-such field) and its fetch takes the first waiting job, in the queue's order,
-whose value is still under its limit (``lua/fetch.lua``). The model's jobs
-carry their type's ``jobs[].data``, so the value is fixed per job type, and
-the model splits such a queue into one lane per value among its job types:
+such field) and serves one lane per value (``lua/fetch.lua``, keys in
+:mod:`qsim.engine.keys`): a fetch takes the best job of the first lane whose
+window has room, by the queue's own order. The model's jobs carry their
+type's ``jobs[].data``, so the value is fixed per job type, and the model
+splits such a queue into the same lanes, one per value among its job types:
 
 - each lane has its own waiting line and its own :class:`~qsim.model.limits.RateLimit`;
 - the queue's ``concurrency_limit`` is one :class:`~qsim.model.limits.ConcurrencyLimit`
@@ -16,12 +17,13 @@ the model splits such a queue into one lane per value among its job types:
 - a pool serves every lane of the queues it serves; its policy picks a
   *queue* as before, then the lane whose head comes first in the queue's own
   order (priority, then FIFO; with aging, effective priority) among those
-  open and not empty — the engine's "first startable job in queue order".
+  open and not empty — the engine's rule: one lane's backlog, whatever its
+  size, never delays another lane that has room.
 
 Lane ``i`` is queue ``i`` when no queue is keyed (the common case costs
-nothing). The engine scans at most the 1,024 best waiting jobs of a keyed
-queue for a startable one; the model looks at every lane's head (the same
-unless more than 1,024 jobs of saturated keys wait ahead of it).
+nothing). With aging, the engine compares the best jobs of the first 32 open
+lanes (by their wait score) and the model every open lane's head: the same
+unless more than 32 lanes are open at once.
 """
 
 from __future__ import annotations

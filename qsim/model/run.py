@@ -36,7 +36,13 @@ what the core calls of each: :mod:`~qsim.model.hooks`):
   took the job (the slot is held meanwhile);
 - ``ack_overhead``: each attempt's result reaches Redis that long after its
   handler returned (or failed, or timed out): the slot is held meanwhile, and
-  the attempt's end (and the job's ``finished``) is that later time.
+  the attempt's end (and the job's ``finished``) is that later time. With
+  ``overhead_by_load`` both are read from the table at the scenario's offered
+  utilization (:func:`qsim.load_overhead.engine_overhead`; :attr:`Model.overhead` says which);
+- ``pickup_latency``: every drawn arrival becomes takeable that long after its
+  enqueue, holding no slot: the core is fed the arrivals that much later and
+  the job table gets the drawn enqueue times back before the records are read
+  (a full run), so it is part of each wait. Children and retries are taken at once.
 
 Drain and horizon: arrivals happen in ``[0, duration)``; the run continues
 after ``duration`` until every job has settled. As a guard (e.g. a pool with
@@ -51,12 +57,14 @@ lock + stalled interval, after the last event.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 import pandas as pd
 
+from qsim.load_overhead import AppliedOverhead, engine_overhead
 from qsim.model.attempts import AttemptLog
 from qsim.model.autoscaling import AutoscaledPools, Recommenders, extra_horizon
 from qsim.model.core import ModelCore, Progress
@@ -72,19 +80,21 @@ from qsim.model.timeseries import Changes, timeseries_frame
 from qsim.model.timing import Timing
 from qsim.records import Records
 from qsim.scenario import Scenario
+from qsim.scenarios import load
 from qsim.summary import summarize
 from qsim.workload import JobDraws, JobPlan, Workload, draw_workload
 
 __all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
 
-def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | None = None,
+def simulate(scenario: Scenario | str | os.PathLike[str], *, seed: int | None = None, max_jobs: int | None = None,
              progress: Progress | None = None, records: bool = True,
              recommend: Recommenders | None = None) -> ModelResult:
     """Simulate a scenario with the SimPy model.
 
     Args:
-        scenario: the queue system to run.
+        scenario: the queue system to run: a Scenario, a TOML path or a built-in name (``qsim.simulate``
+            also takes None for ``workshop``).
         seed: overrides ``scenario.seed``; the same seed gives identical records.
         max_jobs: stop arrivals after this many jobs (the earliest arrivals over all types).
         progress: called now and then with the fraction (0..1) of jobs settled, last with 1.0.
@@ -97,12 +107,15 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
             from its records and drops them.
         recommend: per autoscaled pool whose policy scales on ``qsim advise``'s
             recommendation (``qsim``), the function making it
-            (:class:`qsim.advise.load.LoadAdvisor`; ``qsim simulate`` passes it).
+            (:class:`qsim.advise.load.LoadAdvisor`; ``qsim simulate`` and ``qsim.simulate`` pass it).
 
     Raises:
+        ScenarioError: no such file or built-in name, or not a valid scenario.
         NotSupportedError: the scenario uses a feature the model cannot run yet.
         ValueError: ``seed`` or ``max_jobs`` is negative.
     """
+    if not isinstance(scenario, Scenario):
+        scenario = load(os.fspath(scenario))
     check_supported(scenario)
     # (no name for the workload: its arrays are freed once the model is built, see qsim.model.recordless)
     return Model(draw_workload(scenario, seed=seed, max_jobs=max_jobs), records=records,
@@ -111,11 +124,12 @@ def simulate(scenario: Scenario, *, seed: int | None = None, max_jobs: int | Non
 
 def needs_full(scenario: Scenario) -> bool:
     """Whether a scenario uses a mechanism beyond the core (then every attempt is logged)."""
+    eng = scenario.engine
     return (any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 or j.fan_out is not None
                 or j.flow is not None for j in scenario.jobs)
             or any(q.rate_limit is not None or q.aging > 0 for q in scenario.queues)
-            or bool(scenario.events) or bool(scenario.autoscalers)
-            or scenario.engine.fetch_overhead > 0 or scenario.engine.ack_overhead > 0)
+            or bool(scenario.events) or bool(scenario.autoscalers) or eng.fetch_overhead > 0 or eng.ack_overhead > 0
+            or bool(eng.overhead_by_load) or eng.pickup_latency > 0)
 
 
 class Model:
@@ -137,15 +151,21 @@ class Model:
         self.scenario = s = workload.scenario
         self.seed = workload.seed
         self.keep_records = records
-        self.core = core = _core(workload, records, recommend)
-        self.jobs = core.jobs
+        #: The engine overhead applied (the scalars, or overhead_by_load at the offered utilization).
+        self.overhead = engine_overhead(s)
+        self.pickup = s.engine.pickup_latency
         arrivals = workload.arrivals
+        if self.pickup > 0:  # the core is fed each arrival pickup_latency late (see the module docstring)
+            arrivals = JobDraws(time=arrivals.time + self.pickup, type=arrivals.type, service=arrivals.service)
+        self.core = core = _core(workload, records, arrivals, self.overhead, recommend)
+        self.jobs = core.jobs
         if needs_full(s):
-            self.horizon = _full_horizon(s, workload.attempts, arrivals) + extra_horizon(s)
+            self.horizon = _full_horizon(s, workload.attempts, arrivals, self.overhead) + extra_horizon(s)
         else:
             last = float(arrivals.time[-1]) if len(arrivals) else 0.0
             self.horizon = max(s.duration, last) + float(arrivals.service.sum()) + 1.0
         self._ran = False
+        self._enqueued_back = self.pickup <= 0
 
     @classmethod
     def from_workload(cls, workload: Workload, *, records: bool = True,
@@ -181,6 +201,10 @@ class Model:
             raise RuntimeError("run the model first: Model.run() returns its result")
         s, core = self.scenario, self.core
         rec = core.recorder
+        if not self._enqueued_back:  # the drawn enqueue times, before the pickup latency (once)
+            self._enqueued_back = True
+            enq = np.frombuffer(core.jobs.enqueued, dtype=np.float64)
+            enq[:core.drawn] -= self.pickup
         if isinstance(rec, StreamRecords):
             return ModelResult(scenario=s, seed=self.seed, records=None, summary=rec.summary())
         jobs = core.jobs.frame(type_names=core.type_names, queue_names=core.queue_names,
@@ -216,27 +240,29 @@ def _workload(scenario: Scenario | Workload, draws: JobDraws | None, seed: int |
     return Workload(scenario, seed, draws)
 
 
-def _core(workload: Workload, records: bool, recommend: Recommenders | None = None) -> ModelCore:
-    """The core of a run of ``workload``, with its recorder and (a full run) its mechanisms (module docstring)."""
-    s, seed, arrivals = workload.scenario, workload.seed, workload.arrivals
+def _core(workload: Workload, records: bool, arrivals: JobDraws, overhead: AppliedOverhead,
+          recommend: Recommenders | None = None) -> ModelCore:
+    """The core of a run of ``workload`` fed ``arrivals``, with its recorder and (a full run) its mechanisms
+    (module docstring)."""
+    s, seed = workload.scenario, workload.seed
     if not needs_full(s):  # a core run: records on, or streamed statistics (records=False)
         return ModelCore(s, arrivals, recorder=JobRecords if records else partial(StreamRecords, seed=seed),
                          records=records)
     draws, log = DrawIndex(workload), AttemptLog()  # each job's draws; the attempt log the mechanisms share
     flows = any(j.flow is not None or j.fan_out is not None for j in s.jobs)
     return ModelCore(
-        s, arrivals, timing=Timing.of(s),
-        recorder=partial(AttemptRecords, log=log, fetch_overhead=s.engine.fetch_overhead),
+        s, arrivals, timing=Timing.of(s, overhead.fetch, overhead.ack),
+        recorder=partial(AttemptRecords, log=log, fetch_overhead=overhead.fetch),
         attempt_result=partial(Retries, draws=draws, log=log, scenario=s, seed=seed),
         flows=partial(Flows, draws=draws, scenario=s) if flows else None,
         events=(partial(AutoscaledPools, log=log, scenario=s, seed=seed, recommend=recommend) if s.autoscalers
                 else partial(PoolEvents, log=log, scenario=s) if s.events else None))
 
 
-def _full_horizon(s: Scenario, plan: JobPlan, arrivals: JobDraws) -> float:
+def _full_horizon(s: Scenario, plan: JobPlan, arrivals: JobDraws, applied: AppliedOverhead) -> float:
     """A time by which every job could have settled even on one slot (see the module docstring)."""
     work = backoff = rated = 0.0
-    overhead = s.engine.fetch_overhead + s.engine.ack_overhead
+    overhead = applied.fetch + applied.ack
     for k, table in enumerate([*plan.own, *plan.child]):  # arriving jobs' draws per type, then children's
         if table is None or not len(table):
             continue

@@ -32,12 +32,18 @@ class Timing:
     timeouts: tuple[float, ...]  # per job type, 0: none
 
     @classmethod
-    def of(cls, scenario: Scenario) -> Timing | None:
-        """The scenario's timing, or None when every attempt holds its slot for its service time."""
+    def of(cls, scenario: Scenario, fetch: float | None = None, ack: float | None = None) -> Timing | None:
+        """The scenario's timing, or None when every attempt holds its slot for its service time.
+
+        ``fetch``/``ack``: the overheads to apply (default: the scalars of ``[engine]``; the model passes
+        those of :func:`qsim.load_overhead.engine_overhead`, which reads ``overhead_by_load`` at its load).
+        """
         eng = scenario.engine
+        fetch = float(eng.fetch_overhead if fetch is None else fetch)
+        ack = float(eng.ack_overhead if ack is None else ack)
         timeouts = tuple(float(j.timeout) for j in scenario.jobs)
-        if eng.fetch_overhead > 0 or eng.ack_overhead > 0 or any(t > 0 for t in timeouts):
-            return cls(fetch=float(eng.fetch_overhead), ack=float(eng.ack_overhead), timeouts=timeouts)
+        if fetch > 0 or ack > 0 or any(t > 0 for t in timeouts):
+            return cls(fetch=fetch, ack=ack, timeouts=timeouts)
         return None
 
     def hold(self, type_: int, service: float) -> float:

@@ -32,6 +32,7 @@ STANDARD = (
     "flows-fanout",
     "bursty",
     "scale-up",
+    "mixed-lengths",
 )
 BUILTIN = ("workshop", *STANDARD)
 

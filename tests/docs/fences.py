@@ -8,6 +8,9 @@ comment does not show on the site::
     <!-- test: skip needs a staging Redis -->     parsed and checked, not run (say why)
     <!-- test: long -->                           run only with --long (the page's run is marked long)
     <!-- test: exit=2 -->                         a command block expected to exit with this code
+    <!-- test: output -->                         a text block: what the block before it prints (checked
+                                                  whenever that block runs; see ``output_mismatch``)
+    <!-- test: output any-numbers -->             the same, numbers free (an engine run's figures vary)
 
 Every block is at least parsed: TOML, YAML and JSON are loaded, a TOML block that looks like a
 scenario is validated as one, Python is compiled, the ``qsim`` and ``locust`` command lines are
@@ -23,7 +26,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Block", "blocks", "LANGUAGES", "commands"]
+__all__ = ["Block", "blocks", "LANGUAGES", "commands", "output_mismatch"]
 
 #: The languages a block may have; anything else fails the test (so nothing is silently left unchecked).
 LANGUAGES = ("python", "sh", "bash", "toml", "yaml", "json", "text")
@@ -66,6 +69,21 @@ class Block:
     @property
     def long(self) -> bool:
         return self.marker.split(" ", 1)[0] == "long"
+
+    @property
+    def output(self) -> bool:
+        """The block is the printed output of the runnable block before it, to be checked."""
+        return self.marker.split(" ", 1)[0] == "output"
+
+    @property
+    def any_numbers(self) -> bool:
+        """An output block whose numbers may differ from run to run (only its words and shape are checked)."""
+        return self.output and "any-numbers" in self.marker.split()[1:]
+
+    @property
+    def runnable(self) -> bool:
+        """A block the runner executes (unless it is marked skip, or long in a short run)."""
+        return self.lang in ("python", "sh", "bash") and not self.title
 
     @property
     def exit_code(self) -> int:
@@ -136,3 +154,36 @@ def commands(block: Block) -> list[list[str]]:
         if part:
             out.append(part)
     return out
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _normal(line: str, any_numbers: bool) -> str:
+    line = " ".join(line.split())  # tables re-align when a figure's width changes
+    return _NUMBER.sub("#", line) if any_numbers else line
+
+
+def _pattern(line: str, any_numbers: bool) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in _normal(line, any_numbers).split("...")))
+
+
+def output_mismatch(expected: str, actual: str, *, any_numbers: bool = False) -> str | None:
+    """Why ``actual`` (what a block printed) does not show ``expected`` (an output block); None when it does.
+
+    The page may abridge: its lines must appear in the output in the same order, not necessarily one after
+    the other, and ``...`` stands for any text (a line of its own: for lines left out). Runs of spaces count
+    as one, so a table whose columns re-align still matches; ``any_numbers`` lets every number differ.
+    """
+    lines = [line for line in actual.splitlines() if line.strip()]
+    seen = 0
+    for want in expected.splitlines():
+        if not want.strip() or want.strip() == "...":
+            continue
+        pattern = _pattern(want, any_numbers)
+        while seen < len(lines) and not pattern.fullmatch(_normal(lines[seen], any_numbers)):
+            seen += 1
+        if seen == len(lines):
+            return f"the line\n    {want.strip()}\nis not in the output (after the lines matched before it)"
+        seen += 1
+    return None

@@ -11,13 +11,17 @@ Per page, two tests (see tests/docs/fences.py for the markers a block may carry)
   bash, each to the exit code its marker says (0 by default); a block with ``title="NAME"`` is a file:
   it is written to the folder as NAME before the first block runs (and not run itself). ``pip install`` lines are checked, not run (the test run has
   its own install). Blocks marked ``long`` run only in ``test_page_runs_whole`` (marker ``long``), which
-  runs the whole page; a block that needs a long block's output is marked long too.
+  runs the whole page; a block that needs a long block's output is marked long too. A ``text`` block
+  marked ``output`` is what the block before it prints (stdout and stderr): checked whenever that block
+  runs (``fences.output_mismatch``), so the outputs a page shows cannot drift from what qsim prints.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
+import io
 import json
 import os
 import re
@@ -30,7 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fences import LANGUAGES, Block, blocks, commands
+from fences import LANGUAGES, Block, blocks, commands, output_mismatch
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", ROOT / "notebooks" / "README.md"])
@@ -119,8 +123,11 @@ def parse_block(b: Block, folder: Path) -> list[str]:
     problems = []
     if b.lang not in LANGUAGES:
         return [f"{b.where}: a block of language {b.lang or '(none)'!r}: use one of {', '.join(LANGUAGES)}"]
-    if b.marker and not (b.skip or b.long or re.fullmatch(r"exit=\d+", b.marker)):
+    if b.marker and not (b.skip or b.long or re.fullmatch(r"exit=\d+", b.marker)
+                         or re.fullmatch(r"output( any-numbers)?", b.marker)):
         problems.append(f"{b.where}: unknown marker <!-- test: {b.marker} -->")
+    if b.output and b.lang != "text":
+        problems.append(f"{b.where}: an output marker belongs on a text block")
     if b.marker.startswith("skip") and not b.skip.strip():
         problems.append(f"{b.where}: a skip marker must say why")
     try:
@@ -174,6 +181,8 @@ def test_page_parses(page: Path, tmp_path: Path) -> None:
     locust = [(argv, b.where) for b in page_blocks if b.lang in ("sh", "bash", "text")
               for argv in commands(b) if argv[0] == "locust"]
     problems += check_locust(locust)
+    problems += [f"{b.where}: an output block after a block that never runs (it would never be checked)"
+                 for b, source in _outputs(page_blocks) if source is None or source.skip is not None]
     # Then nothing is wrong
     assert not problems, "\n".join(problems)
 
@@ -181,33 +190,54 @@ def test_page_parses(page: Path, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- running
 
 
-def _run_shell(b: Block, folder: Path, url: str) -> None:
+def _outputs(page_blocks: list[Block]) -> list[tuple[Block, Block | None]]:
+    """Each output block with the runnable block before it (None: there is none)."""
+    out, source = [], None
+    for b in page_blocks:
+        if b.runnable:
+            source = b
+        elif b.output:
+            out.append((b, source))
+    return out
+
+
+def _check_output(b: Block, printed: str) -> None:
+    if (why := output_mismatch(b.code, printed, any_numbers=b.any_numbers)) is not None:
+        tail = "\n".join(printed.strip().splitlines()[-40:])
+        pytest.fail(f"{b.where}: the output the page shows is not what the block before it printed: {why}\n"
+                    f"--- printed:\n{tail}", pytrace=False)
+
+
+def _run_shell(b: Block, folder: Path, url: str) -> str:
     code = _with_url(b.code, url)
     code = re.sub(r"(?m)(^|&&\s*|;\s*)pip install [^&;\n]*", r"\1:", code)  # checked by the parse test
     env = {**os.environ, "REDIS_URL": url, "PYTHONUNBUFFERED": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code],
-                         cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code], cwd=folder, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     if out.returncode != b.exit_code:
-        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-25:])
+        tail = "\n".join(out.stdout.strip().splitlines()[-25:])
         pytest.fail(f"{b.where}: exit code {out.returncode}, expected {b.exit_code}:\n{b.code}\n--- output:\n{tail}",
                     pytrace=False)
+    return out.stdout
 
 
-def _run_python(b: Block, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop, url: str) -> None:
+def _run_python(b: Block, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop, url: str) -> str:
     code = compile(_with_url(b.code, url), b.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    printed = io.StringIO()
     try:
-        result = eval(code, namespace)  # noqa: S307 - the docs' own example
-        if asyncio.iscoroutine(result):
-            loop.run_until_complete(result)
+        with contextlib.redirect_stdout(printed):
+            result = eval(code, namespace)  # noqa: S307 - the docs' own example
+            if asyncio.iscoroutine(result):
+                loop.run_until_complete(result)
     except Exception as e:
         raise AssertionError(f"{b.where}: the Python example raised {type(e).__name__}: {e}") from e
+    return printed.getvalue()
 
 
 def _run_page(page: Path, folder: Path, url: str, monkeypatch: pytest.MonkeyPatch, *, long: bool) -> None:
     page_blocks = blocks(page)
-    run = [b for b in page_blocks if b.skip is None and b.lang in ("python", "sh", "bash") and not b.title
-           and (long or not b.long)]
+    run = [b for b in page_blocks if b.skip is None and b.runnable and (long or not b.long)]
     if not run:
         return  # nothing to run: the parse test covers the page
     # Given a fresh folder with the page's files, and the session's Redis as $REDIS_URL
@@ -220,15 +250,20 @@ def _run_page(page: Path, folder: Path, url: str, monkeypatch: pytest.MonkeyPatc
     loop = asyncio.new_event_loop()
     try:
         # When each block runs in order
+        printed: dict[int, str] = {}  # what each block that ran printed, by its line
         for b in run:
             if b.lang == "python":
-                _run_python(b, namespace, loop, url)
+                printed[b.line] = _run_python(b, namespace, loop, url)
             else:
-                _run_shell(b, folder, url)
+                printed[b.line] = _run_shell(b, folder, url)
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
-    # Then each exited as its marker says (0 unless told) and no Python block raised
+    # Then each exited as its marker says (0 unless told), no Python block raised,
+    # and each output block shows what the block before it printed
+    for b, source in _outputs(page_blocks):
+        if source is not None and source.line in printed:
+            _check_output(b, printed[source.line])
 
 
 @pytest.mark.timeout(600)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from qsim.engine import Queue, Worker
+from qsim.engine import Queue, Worker, WorkerSettings
 from qsim.harness.drain import DRAIN_FLOOR, drain_timeout, predicted_drain, settle_time
 from qsim.harness.plan import job_options
 from qsim.harness.pool_worker import make_synthetic
-from qsim.harness.processes import WorkerSettings
+from qsim.harness.processes import PoolProcessSpec
 from qsim.harness.run import run_scenario, run_scenario_async
 from qsim.model import simulate
 from qsim.scenario import Scenario
@@ -145,14 +145,16 @@ def test_a_waiting_fan_out_parks_the_parent_until_its_children_are_done(redis_ur
 
 
 def test_the_worker_command_line_has_one_definition() -> None:
-    # Given a pool worker's settings
-    s = WorkerSettings(redis="redis://127.0.0.1:1/0", prefix="x", queues=("a", "b"), concurrency=3,
-                       worker_id="p-0", ready_key="x:ready", policy="wrr", weights={"a": 2, "b": 1},
-                       lock_duration=1.5, stalled_interval=0.5, max_stalled=2, grace=4.0)
+    # Given a pool worker process's settings
+    s = PoolProcessSpec(settings=WorkerSettings(redis="redis://127.0.0.1:1/0", prefix="x", queues=("a", "b"),
+                                                concurrency=3, worker_id="p-0", policy="wrr", weights={"a": 2, "b": 1},
+                                                lock_duration=1.5, stalled_interval=0.5, max_stalled=2,
+                                                shutdown_grace=4.0),
+                        ready_key="x:ready")
     # When its command line is written and read back
     argv = s.argv()
     assert argv[1:3] == ["-m", "qsim.harness.pool_worker"]
     # Then it is the same settings
-    assert WorkerSettings.parse(argv[3:]) == s
+    assert PoolProcessSpec.parse(argv[3:]) == s
     with pytest.raises(SystemExit):
-        WorkerSettings.parse(argv[3:] + ["--weight", "a=x"])
+        PoolProcessSpec.parse(argv[3:] + ["--weight", "a=x"])

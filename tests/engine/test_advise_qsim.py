@@ -105,7 +105,7 @@ def test_bad_input_exits_2_naming_what(measured: tuple[str, EngineResult],
         code = main(["advise", "--redis", url, "--prefix", run.prefix, "--slo", SLO, *args])
         out, err = capsys.readouterr()
         assert code == 2 and expected in err and err.count("\n") == 1 and out == "", (args, err)
-    assert main(["advise", "--redis", "redis://127.0.0.1:1/0", "--queue", "q", "--slo", SLO]) == 1
+    assert main(["advise", "--redis", "redis://127.0.0.1:1/0", "--queue", "q", "--slo", SLO]) == 2
     assert "cannot reach Redis at redis://127.0.0.1:1/0" in capsys.readouterr().err
 
 

@@ -57,13 +57,19 @@ def test_bullmq5_round_trip(redis_url: str, capsys: pytest.CaptureFixture[str]) 
     assert main(["calibrate", "--from", "bullmq", "--redis", redis_url, "--queue", "A", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     fits = doc["fits"]
-    # Then each type's service mean is within 3% (or 3 ms: Node's timers overshoot on a busy machine) of
-    # what the worker drew, and within 12% of the truth (~110 draws of a cv 0.3 gamma: 4 standard errors)
+    # Then each type's service is the runs' own distribution (BullMQ's pickup is not known to hold a slot:
+    # it goes to the wait, nothing is taken out of the runs): its mean within 3% of the runs' mean, a fit
+    # the bootstrap does not reject; the runs hold the handler's whole sleep and BullMQ's own few ms in the
+    # slot (Node's timers overshoot on a busy machine), so the mean is at least what the worker drew and
+    # within 12% of the truth (~110 draws of a cv 0.3 gamma: 4 standard errors)
     jobs = cal.from_bullmq(redis_url, "A").measured.jobs
+    assert doc["overhead"]["treatment"].startswith("pickup_latency") and doc["overhead"]["in_run"] is False
     for name, spec in SERVICE.items():
         mean = fits[name]["service"]["mean"]
-        ids = list(jobs.loc[jobs["type"] == name, "job_id"])
-        assert mean == pytest.approx(slept(redis_url, "A", ids), rel=0.03, abs=0.003), (name, fits[name])
+        mine = jobs[(jobs["type"] == name) & (jobs["outcome"] == "completed")]
+        assert mean == pytest.approx(float((mine["finished"] - mine["started"]).mean()), rel=0.03), (name, fits[name])
+        assert fits[name]["ks_p"] >= 0.01, (name, fits[name])
+        assert mean >= slept(redis_url, "A", list(mine["job_id"])) - 0.002, (name, fits[name])
         assert mean == pytest.approx(spec["mean"], rel=0.12), (name, fits[name])
     # and each arrival rate within 3% (the burst's is fixed; the Poisson type's: the rate its sample realized)
     assert fits["bulk"]["arrival"] == {"kind": "burst", "rate": pytest.approx(20.0, rel=0.03), "size": 10}

@@ -129,8 +129,10 @@ def test_missing_queues_and_foreign_layouts(measured: tuple[str, EngineResult],
     finally:
         client.delete(f"{run.prefix}:{{listy}}:completed")
         client.close()
-    assert main(["calibrate", "--from", "qsim", "--redis", "redis://127.0.0.1:1/0", "--queue", "q"]) == 1
-    assert "cannot reach Redis at redis://127.0.0.1:1/0" in capsys.readouterr().err
+    # a Redis that cannot be reached is bad input too (the URL is the user's): exit 2, one line
+    assert main(["calibrate", "--from", "qsim", "--redis", "redis://127.0.0.1:1/0", "--queue", "q"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach Redis at redis://127.0.0.1:1/0 (connection refused)" in err and err.count("\n") == 1
 
 
 def test_probe_measures_the_engine_overhead(measured: tuple[str, EngineResult],
@@ -154,5 +156,40 @@ def test_probe_measures_the_engine_overhead(measured: tuple[str, EngineResult],
     assert c.types["cut"].service.shift == pytest.approx(o["fetch_overhead"] + o["ack_overhead"])
     assert c.overhead.source == "probe" and "probe" in c.comments()["engine.ack_overhead"]
     # and a Redis that is not on this machine is refused before anything is written
-    assert main(["calibrate", "--probe", "--redis", "redis://10.255.255.1:6379/0"]) == 1
+    assert main(["calibrate", "--probe", "--redis", "redis://10.255.255.1:6379/0"]) == 2
     assert "--i-know-this-is-not-local" in capsys.readouterr().err
+
+
+def test_probe_under_load_gives_the_scenario_overhead_by_load(measured: tuple[str, EngineResult], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    url, run = measured
+    out_toml = tmp_path / "cal.toml"
+    # When calibrated with a probe at the pools' shape (2 x 3 slots) over two loads (the CLI, as a user runs it)
+    code = main(["calibrate", "--from", "qsim", "--redis", url, "--queue", "orders", "--queue", "mail",
+                 "--prefix", run.prefix, "--probe", "--concurrency", "3", "--workers", "2", "--loads", "0.2,0.6",
+                 "--probe-service", "0.01", "--out", str(out_toml), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    # Then the overhead is a table over the utilizations the probe reached, its lightest row as the scalars
+    o = doc["overhead"]
+    rows = o["by_load"]
+    assert len(rows) == 2 and rows[0][0] < rows[1][0] <= 1.0 and o["lost"] == 0
+    assert (o["fetch_overhead"], o["ack_overhead"]) == (rows[0][1], rows[0][2])
+    assert all(0 <= f < 0.05 and 0 <= a < 0.05 for _, f, a in rows)
+    assert o["source"] == "probe at 2 x 3 slots, 2 loads" and "offered 0.2" in o["note"]
+    # and the scenario carries it, its scalars 0; the service was fitted less the overhead at the measured load
+    s = Scenario.from_toml(out_toml)
+    assert s.engine.overhead_by_load == tuple(tuple(r) for r in rows) and s.engine.fetch_overhead == 0.0
+    assert any("measured utilization" in w for w in doc["warnings"])
+    assert doc["fits"]["cut"]["shift"] > 0
+    # the model runs it, reading the row of its own load; the probe left no key behind
+    assert main(["simulate", str(out_toml), "--json"]) == 0
+    capsys.readouterr()
+    client = redis.Redis.from_url(url, decode_responses=True)
+    assert [k for k in client.scan_iter(count=1000) if not k.startswith(run.prefix)] == []
+    client.close()
+    # bad probe shapes are refused before anything runs
+    for argv, said in ((["--probe", "--loads", "0.5"], "--workers and --loads need --concurrency N"),
+                       (["--from", "csv", "x.csv", "--concurrency", "2"], "they need --probe")):
+        assert main(["calibrate", *argv]) == 2
+        assert said in capsys.readouterr().err

@@ -299,7 +299,7 @@ def test_child_that_stalls_too_often_fails_its_parent(redis_url: str, redis_clie
     assert got.id == "c"
     time.sleep(0.01)
     # When the stalled check finds it with max_stalled = 0
-    requeued, dead = run_calls(redis_client, s, [P.recover_stalled_call(data.keys, 100, 0)])[0]
+    requeued, dead, _ = run_calls(redis_client, s, [P.recover_stalled_call(data.keys, 100, 0)])[0]
     # Then the child is dead and so is its parent, with the child's error
     assert dead == ["c"] and requeued == []
     p = inv.get_job("p")

@@ -165,17 +165,48 @@ def test_extend_lock_renews_only_held_locks(call: Any, redis_client: redis.Redis
     assert redis_client.zscore(K.active, "a") > before + 50000  # type: ignore[operator]
 
 
+def test_a_job_fetched_ahead_and_never_started_goes_back_without_a_stall(call: Any,
+                                                                       redis_client: redis.Redis) -> None:
+    # Given a fetch of three jobs of which the worker starts one at once (the other two held in the worker)
+    call(P.add_call(K, [spec("a"), spec("b"), spec("c")]))
+    a, b, c = P.parse_fetch(call(P.fetch_call(K, 3, 50, "w1", "tok", at_once=1)))
+    assert [redis_client.hget(K.job(j), "held") for j in "abc"] == [None, "1", "1"]
+    # and b started later (its notice, with the next completions, cleared the mark; a stale token changes nothing)
+    call(P.add_call(K, [spec("d")]))
+    (d,) = fetch(call)
+    assert call(P.complete_call(K, 100, -1, -1, [(d.id, d.token, "null")], [("b", b.token), ("c", "stale")])) == [1]
+    assert [redis_client.hget(K.job(j), "held") for j in "abc"] == [None, None, "1"]
+    # When the worker dies and a stalled check finds the three locks expired
+    time.sleep(0.08)
+    requeued, dead, unstarted = call(P.recover_stalled_call(K, 100, 0))
+    # Then the two that started stalled (max_stalled 0: to the DLQ); c, never started, is back at the front
+    # without a stall, an attempt or its first-start time
+    assert sorted(dead) == ["a", "b"] and requeued == [] and unstarted == ["c"]
+    h = redis_client.hgetall(K.job("c"))
+    assert h["state"] == "waiting" and h["stalled"] == "0" and "log" not in h and "started_at" not in h
+    assert "held" not in h and "token" not in h
+    assert redis_client.zrange(K.wait, 0, -1) == ["c"]
+
+
+def test_completing_or_handing_back_a_held_job_clears_its_mark(call: Any, redis_client: redis.Redis) -> None:
+    call(P.add_call(K, [spec("a"), spec("b")]))
+    a, b = P.parse_fetch(call(P.fetch_call(K, 2, 30000, "w1", "tok", at_once=0)))
+    assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "null", 500)])) == [1]
+    assert call(P.release_call(K, 100, [(b.id, b.token, False)])) == 1
+    assert redis_client.hget(K.job("a"), "held") is None and redis_client.hget(K.job("b"), "held") is None
+
+
 def test_recover_stalled_requeues_then_kills_and_refuses_the_old_token(call: Any, redis_client: redis.Redis) -> None:
     call(P.add_call(K, [spec("a")]))
     (a,) = fetch(call, lock_ms=50)
     time.sleep(0.08)
-    assert call(P.recover_stalled_call(K, 100, 1)) == [["a"], []]
+    assert call(P.recover_stalled_call(K, 100, 1)) == [["a"], [], []]
     h = redis_client.hgetall(K.job("a"))
     assert h["state"] == "waiting" and h["stalled"] == "1" and "token" not in h and h["attempts_made"] == "0"
     assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "null")])) == [-1]
     (a2,) = fetch(call, lock_ms=50)
     time.sleep(0.08)
-    assert call(P.recover_stalled_call(K, 100, 1)) == [[], ["a"]]
+    assert call(P.recover_stalled_call(K, 100, 1)) == [[], ["a"], []]
     h = redis_client.hgetall(K.job("a"))
     assert h["state"] == "dead" and "stalled 2 times" in h["error"]
     assert h["log"].count(",stalled,w1;") == 2

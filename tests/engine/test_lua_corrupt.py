@@ -75,7 +75,7 @@ def test_recover_stalled_requeues_the_others_and_loses_nothing(call: Any, redis_
     fetch(call, lock_ms=1)
     break_key(redis_client)
     time.sleep(0.01)
-    requeued, dead = call(P.recover_stalled_call(K, 100, 5))
+    requeued, dead, _ = call(P.recover_stalled_call(K, 100, 5))
     assert requeued == ["a", "c"] and dead == ["b"]
     assert redis_client.zcard(K.wait) == 2 and redis_client.zcard(K.active) == 0
     assert_corrupt(redis_client)

@@ -85,7 +85,7 @@ def test_stalled_jobs_go_to_the_front_of_their_level_in_lock_expiry_order(call: 
     fetch(call, 2, lock_ms=50)
     add(call, ("w1", 1), ("w4", 4), ("v", 0))
     time.sleep(0.1)  # every lock has expired (their worker died)
-    requeued, dead = call(P.recover_stalled_call(K, 100, max_stalled=5))
+    requeued, dead, _ = call(P.recover_stalled_call(K, 100, max_stalled=5))
     # Then each goes to the front of its level, the earliest expiry first
     assert requeued == ["x", "y", "z"] and dead == []
     assert order(redis_client) == ["v", "x", "y", "w1", "z", "w4"]

@@ -129,3 +129,92 @@ def test_auto_does_not_fetch_ahead_for_long_jobs_or_limited_queues(redis_url: st
                               limits=case == "a rate limit", concurrency=2, **kw))
     # Then no job ever waited in the worker for a slot
     assert [r.returnvalue["held_us"] for r in recs] == [0] * len(recs)
+
+
+async def _steal(redis_url: str, q: AsyncQueue, job_id: str) -> Any:
+    """Expire ``job_id``'s lock and run a stalled check, as another worker would after this one froze."""
+    from qsim.engine import protocol as P
+    from qsim.engine.scripts import ScriptSet, run_calls_async
+
+    await q.client.zadd(q.keys.active, {job_id: 0})
+    return (await run_calls_async(q.client, ScriptSet(q.client), [P.recover_stalled_call(q.keys, 100, 5)]))[0]
+
+
+def test_a_running_job_fetched_again_runs_once_under_the_new_lock(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        ran: list[str] = []
+        go = asyncio.Event()
+
+        async def handler(job: Job) -> str:
+            ran.append(job.id)
+            await go.wait()
+            return job.token
+
+        # Given a worker of 1 slot fetching 1 ahead, running job "a"
+        w = Worker("q", handler, redis=redis_url, concurrency=1, prefetch=1, lock_duration=30.0,
+                   stalled_interval=30.0, handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await q.add("t", {}, job_id="a")
+        while not ran:
+            await asyncio.sleep(0.01)
+        # When its lock expires and a stalled check puts it back, and this worker fetches it again
+        requeued, _, _ = await _steal(redis_url, q, "a")
+        assert requeued == ["a"]
+        for _ in range(300):
+            if (await q.get_job("a")).state == "active":
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        go.set()
+        for _ in range(300):
+            if (await q.get_job("a")).state == "completed":
+                break
+            await asyncio.sleep(0.01)
+        await w.close()
+        await task
+        info = await q.get_job("a")
+        # Then the handler ran once, and its result was accepted under the new lock
+        assert ran == ["a"]
+        assert info.state == "completed" and [a.outcome for a in info.attempts] == ["stalled", "completed"]
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_a_held_job_fetched_again_runs_once_and_counts_no_stall(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        ran: list[str] = []
+
+        async def handler(job: Job) -> None:
+            ran.append(job.id)
+            await asyncio.sleep(float(job.data["sleep"]))
+
+        # Given a worker of 1 slot fetching 2 ahead, warmed on 0.3 s jobs (a held job may wait ~1.2 s)
+        w = Worker("q", handler, redis=redis_url, concurrency=1, prefetch=2, lock_duration=10.0,
+                   stalled_interval=30.0, handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await q.add_bulk([("warm", {"sleep": 0.3}) for _ in range(2)])
+        while (await q.counts())["completed"] < 2:
+            await asyncio.sleep(0.01)
+        # running "long" and holding "b"
+        await q.add_bulk([("t", {"sleep": 0.8}, {"job_id": "long"}), ("t", {"sleep": 0.0}, {"job_id": "b"})])
+        while (await q.counts())["active"] < 2:
+            await asyncio.sleep(0.005)
+        # When b's lock is lost (a stalled check of another worker) and this worker fetches b again
+        _, _, unstarted = await _steal(redis_url, q, "b")
+        for _ in range(300):
+            if (await q.counts())["completed"] == 4:
+                break
+            await asyncio.sleep(0.01)
+        await w.close()
+        await task
+        b = await q.get_job("b")
+        # Then b was put back without a stall, ran once, and completed
+        assert unstarted == ["b"]
+        assert ran.count("b") == 1 and b.state == "completed" and b.stalled == 0
+        assert [a.outcome for a in b.attempts] == ["completed"]
+        await q.close()
+
+    asyncio.run(main())

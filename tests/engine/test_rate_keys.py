@@ -4,6 +4,7 @@ inside a script; distinct values never share a window; a throttled key does not 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -222,3 +223,143 @@ def test_a_keyed_window_that_reopens_starts_the_next_job_on_time_and_other_keys_
     # and a job of a tenant with room starts at once, whenever it comes
     waits = sorted(other_started[j] - added[j] for j in added)
     assert waits[-2] < 0.05, waits
+
+
+# -- per-key lanes ------------------------------------------------------------------------------------------
+def lanes_match_the_wait_set(r: redis.Redis, q: Queue) -> None:
+    """Every waiting job is in its key's lane with its wait score; every non-empty lane is indexed once."""
+    k = q.keys
+    wait = dict(r.zrange(k.wait, 0, -1, withscores=True))
+    lanes: dict[str, dict[str, float]] = {}
+    for jid, score in wait.items():
+        lanes.setdefault(r.hget(k.job(jid), "rkey") or "", {})[jid] = score
+    for value, members in lanes.items():
+        assert dict(r.zrange(k.lane(value), 0, -1, withscores=True)) == members, value
+    opened, shut = set(r.zrange(k.lanes, 0, -1)), set(r.zrange(k.lanes_shut, 0, -1))
+    assert opened | shut == set(lanes) and not opened & shut
+    for value in opened:
+        assert r.zscore(k.lanes, value) == min(lanes[value].values()), value
+
+
+def commands_of(r: redis.Redis, fn: Any) -> tuple[Any, int]:
+    """``fn()``'s result and how many commands Redis ran for it (scripts' own commands included)."""
+    def total() -> int:
+        return sum(int(v["calls"]) for k, v in r.info("commandstats").items())
+    before = total()
+    out = fn()
+    return out, total() - before - 1  # (the INFO of the first reading)
+
+
+@pytest.mark.parametrize("backlog", [50, 5000])
+def test_a_tenants_backlog_of_any_size_never_delays_another_and_costs_a_fetch_the_same(
+    call: Any, redis_url: str, redis_client: redis.Redis, backlog: int
+) -> None:
+    q = Queue("q", redis=redis_url)
+    q.set_rate_limit(5, 60.0, key="tenant")
+    # Given tenant a's window full and its backlog waiting ahead of tenants b and c
+    q.add_bulk([("t", {"tenant": "a"}, {"job_id": f"a{i}"}) for i in range(backlog)])
+    assert fetch(call, q, 5) == [f"a{i}" for i in range(5)]
+    q.add_bulk([("t", {"tenant": "b"}, {"job_id": "b0"}), ("t", {"tenant": "c"}, {"job_id": "c0"}),
+                ("t", {"tenant": "b"}, {"job_id": "b1"})])
+    lanes_match_the_wait_set(redis_client, q)
+    # When a worker fetches, Then b's and c's jobs start, in the queue's order, whatever a's backlog
+    got, cost = commands_of(redis_client, lambda: fetch(call, q, 10))
+    assert got == ["b0", "c0", "b1"]
+    print(f"\nbacklog {backlog}: {cost} commands for the fetch")
+    assert cost < 120
+    lanes_match_the_wait_set(redis_client, q)
+    # and a's lane is shut until its window has room again
+    assert redis_client.zrange(q.keys.lanes_shut, 0, -1) == ["a"] and redis_client.zcard(q.keys.lanes) == 0
+    q.close()
+
+
+def test_lanes_follow_every_way_into_the_wait_set(call: Any, redis_url: str, redis_client: redis.Redis) -> None:
+    from qsim.engine import Backoff
+
+    q = Queue("q", redis=redis_url)
+    # Given jobs waiting before the key was set (no value: the "" lane), then a keyed limit
+    q.add("t", {"tenant": "a"}, job_id="early")
+    q.set_rate_limit(100, 1.0, key="tenant")
+    q.add_bulk([("t", {"tenant": t}, {"job_id": f"{t}{i}", "priority": i % 2, "attempts": 2,
+                                      "backoff": Backoff.fixed(0.0)}) for i in range(3) for t in "ab"])
+    q.add("t", {"tenant": "c"}, job_id="later", delay=0.05)
+    # When the first fetch builds the lanes and takes some jobs
+    got = fetch(call, q, 3)
+    assert got == ["early", "a0", "b0"]  # priority 0 first, in the queue's order across lanes
+    lanes_match_the_wait_set(redis_client, q)
+    s = ScriptSet(redis_client)
+    tok = {j: redis_client.hget(q.keys.job(j), "token") for j in got}
+    # and they come back every way there is: a failed attempt retried at once, a hand-back, a stalled check
+    run_calls(redis_client, s, [P.fail_call(q.keys, 100, [("a0", tok["a0"], "E", "", 0)])])
+    run_calls(redis_client, s, [P.release_call(q.keys, 100, [("b0", tok["b0"], False)])])
+    redis_client.zadd(q.keys.active, {"early": 0})
+    run_calls(redis_client, s, [P.recover_stalled_call(q.keys, 100, 5)])
+    # and a delayed job is promoted
+    time.sleep(0.06)
+    run_calls(redis_client, s, [P.promote_call(q.keys)])
+    # Then every job is in its lane, scored as in the wait set
+    lanes_match_the_wait_set(redis_client, q)
+    assert redis_client.zscore(q.keys.lane("c"), "later") is not None
+    # and dead-lettered then retried jobs too
+    got = fetch(call, q, 1)
+    redis_client.hset(q.keys.job(got[0]), "max_attempts", 1)
+    run_calls(redis_client, s, [P.fail_call(q.keys, 100, [(got[0], redis_client.hget(q.keys.job(got[0]), "token"),
+                                                          "E", "", -1)])])
+    assert q.get_job(got[0]).state == "dead"
+    q.retry_dead(got[0])
+    assert q.get_job(got[0]).state == "waiting"
+    # and children of a flow, and its parent once they are done
+    with SyncFlowProducer(redis=redis_url) as flows:
+        flows.add(parent=("q", "parent", {"tenant": "p"}, {"job_id": "par"}),
+                  children=[("q", "c", {"tenant": "k"}, {"job_id": "kid"})])
+    lanes_match_the_wait_set(redis_client, q)
+    assert redis_client.zscore(q.keys.lane("k"), "kid") is not None
+    while "kid" not in (got := fetch(call, q, 1)):
+        pass
+    run_calls(redis_client, s, [P.complete_call(q.keys, 100, -1, -1, [("kid", redis_client.hget(q.keys.job("kid"),
+                                                                                                 "token"), "1")])])
+    assert q.get_job("par").state == "waiting"
+    lanes_match_the_wait_set(redis_client, q)
+    q.close()
+
+
+def test_a_new_key_rebuilds_the_lanes_and_no_key_drops_them(call: Any, redis_url: str,
+                                                             redis_client: redis.Redis) -> None:
+    q = Queue("q", redis=redis_url)
+    q.set_rate_limit(1, 60.0, key="tenant")
+    q.add_bulk([("t", {"tenant": t, "region": r}, {"job_id": f"{t}{r}"}) for t in "ab" for r in "xy"])
+    assert fetch(call, q, 10) == ["ax", "bx"]
+    # When the key changes (jobs keep the value they were added under: rebuilt lanes follow the stored values)
+    q.set_rate_limit(1, 60.0, key="region")
+    assert redis_client.zcard(q.keys.lanes) == redis_client.zcard(q.keys.lanes_shut) == 0
+    assert redis_client.hget(q.keys.meta, "lanes") is None
+    fetch(call, q, 10)
+    lanes_match_the_wait_set(redis_client, q)
+    # When the limit goes, the lanes go (and the fetch takes the rest in the queue's order)
+    q.set_rate_limit(None)
+    assert not redis_client.keys(q.keys.base + "lane*")
+    assert set(fetch(call, q, 10)) | {"ax", "bx"} == {"ax", "ay", "bx", "by"}
+    q.close()
+
+
+def test_a_higher_max_reopens_shut_lanes_at_once(call: Any, redis_url: str, redis_client: redis.Redis) -> None:
+    q = Queue("q", redis=redis_url)
+    q.set_rate_limit(1, 60.0, key="tenant")
+    q.add_bulk([("t", {"tenant": "a"}, {"job_id": f"a{i}"}) for i in range(3)])
+    assert fetch(call, q, 10) == ["a0"]
+    q.set_rate_limit(3, 60.0, key="tenant")
+    assert fetch(call, q, 10) == ["a1", "a2"]
+    q.close()
+
+
+def test_with_aging_an_old_job_of_one_lane_goes_before_a_new_better_one_of_another(call: Any, redis_url: str) -> None:
+    q = Queue("q", redis=redis_url)
+    q.set_rate_limit(10, 1.0, key="tenant")
+    q.set_aging(0.05)  # one level per 50 ms of waiting
+    # Given an old job of priority 5 (waited 0.4 s: 8 levels gained) and a new one of priority 0
+    q.add("t", {"tenant": "a"}, job_id="old", priority=5)
+    time.sleep(0.4)
+    q.add("t", {"tenant": "b"}, job_id="new", priority=0)
+    # Then the old one's effective priority (5 - 8) goes first
+    assert fetch(call, q, 1) == ["old"]
+    q.close()

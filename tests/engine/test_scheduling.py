@@ -483,7 +483,7 @@ def test_worker_command_serves_several_queues(redis_url: str, tmp_path: Any) -> 
             "--redis", redis_url]
     bad = subprocess.run([*base, "--policy", "wrr", "--weight", "a=x"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=30)
-    assert bad.returncode == 2 and "--weight must be QUEUE=W" in bad.stderr
+    assert bad.returncode == 2 and "--weight: must be QUEUE=W" in bad.stderr
     qa, qb = Queue("a", redis=redis_url), Queue("b", redis=redis_url)
     qa.add_bulk([("t", {}) for _ in range(5)])
     qb.add_bulk([("t", {}) for _ in range(5)])

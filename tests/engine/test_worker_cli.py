@@ -45,11 +45,12 @@ def test_redis_url_default_order(monkeypatch: pytest.MonkeyPatch) -> None:
     assert worker_cli.resolve_redis_url("redis://arg:2/0") == "redis://arg:2/0"
 
 
-def test_unreachable_redis_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_redis_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     url = unused_url()
     for argv in (["stats", "--redis", url], ["dlq", "list", "--queue", "q", "--redis", url]):
         code, out, err = run_cli(*argv, capsys=capsys)
-        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and "Redis unavailable" in err
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert f"cannot reach Redis at {url} (connection refused)" in err
 
 
 def test_stats_and_dlq_commands(redis_url: str, queue: Queue, capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,7 +93,7 @@ def test_worker_command_runs_a_users_handler(
     unreachable = subprocess.run([sys.executable, "-c", DRIVER, "worker", "myjobs:handle", "--queue", "q",
                                   "--redis", unused_url()], cwd=tmp_path, env=env, capture_output=True, text=True,
                                  timeout=30)
-    assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
+    assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr
     queue.add_bulk([("t", {"n": i}) for i in range(10)])
     p = subprocess.Popen([sys.executable, "-c", DRIVER, "worker", "myjobs:handle", "--queue", "q", "--redis",
                           redis_url, "--concurrency", "3"], cwd=tmp_path, env=env,

@@ -2,7 +2,9 @@
 
 The handler sleeps ``job.data["sleep"]`` seconds and records each attempt's
 start in the Redis list ``test:started`` (``<id>:<attempt>:<pid>``), so a test
-can wait until a job runs before it kills or signals this process.
+can wait until a job runs before it kills or signals this process (or count
+how often a job's handler ran); ``--record-url`` keeps those lists in another
+Redis (a test that fills the queue's Redis to its maxmemory).
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ def main() -> int:
     p.add_argument("--lock-duration", type=float, default=1.0)
     p.add_argument("--stalled-interval", type=float, default=0.5)
     p.add_argument("--grace", type=float, default=30.0)
+    p.add_argument("--prefetch", default="auto", help="auto or N")
+    p.add_argument("--max-stalled", type=int, default=1)
+    p.add_argument("--record-url", help="Redis where the starts are recorded (default: the queue's)")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     pid = os.getpid()
 
     async def run() -> int:
-        r = connect_async(a.url)  # redis:// or redis+cluster://
+        r = connect_async(a.record_url or a.url)  # redis:// or redis+cluster://
 
         async def handler(job: Job) -> dict[str, int]:
             await r.rpush("test:started", f"{job.id}:{job.attempt}:{pid}")
@@ -39,7 +44,8 @@ def main() -> int:
             return {"pid": pid}
 
         w = Worker(a.queue, handler, redis=a.url, concurrency=a.concurrency, lock_duration=a.lock_duration,
-                   stalled_interval=a.stalled_interval, shutdown_grace=a.grace)
+                   stalled_interval=a.stalled_interval, shutdown_grace=a.grace, max_stalled=a.max_stalled,
+                   prefetch=a.prefetch if a.prefetch == "auto" else int(a.prefetch))
         try:
             return await w.run()
         finally:

@@ -96,6 +96,8 @@ def test_time_scale_compresses_the_clock_and_keeps_the_rates(tmp_path: Path) -> 
     b = day.job("b").arrival
     assert isinstance(b, BurstArrivals) and b.profile is not None and b.profile.period == pytest.approx(864.0)
     assert b.rate == pytest.approx(burst.rate) and day.duration == pytest.approx(864.0)
+    # the Summary's windows cover the same stretches of the day: 60 s of the scenario are 0.6 s of the run
+    assert day.window_length == pytest.approx(0.6)
     t = day.job("t").arrival
     assert isinstance(t, TraceArrivals) and t.at == (0.0,)  # 100 arrivals, every 100th kept
     half = time_scaled(s.__class__(name="d", duration=100.0, queues=s.queues, jobs=jobs[1:], pools=s.pools), 0.5)

@@ -126,6 +126,39 @@ async def _until(cond: Any, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.02)
 
 
+# -- names that Redis cannot be sent ---------------------------------------------------------
+@pytest.mark.parametrize("kind", ["job_id", "name"])
+def test_ids_and_names_utf8_cannot_encode_are_refused_and_nothing_is_written(
+    fuzz_queue: tuple[Queue, redis.Redis], kind: str
+) -> None:
+    q, r = fuzz_queue
+    before = r.dbsize()
+    # Given two ids (or names) that differ only in a lone surrogate (os.fsdecode of bytes that are not UTF-8)
+    for bad in ("order-\udcff", "order-\udcfe"):
+        opts = {"job_id": bad} if kind == "job_id" else {}
+        # When each is added, alone or in bulk, Then the add is refused with the reason, and nothing is written
+        with pytest.raises(ValueError, match=f"{kind}.*lone surrogate"):
+            q.add(bad if kind == "name" else "t", {}, **opts)
+        with pytest.raises(ValueError, match="lone surrogate"):
+            q.add_bulk([("t", {}, {"job_id": "fine-1"}), (bad if kind == "name" else "t", {}, opts)])
+    assert r.dbsize() == before
+
+
+def test_queue_names_are_checked_like_ids(redis_url: str) -> None:
+    # A queue name UTF-8 cannot encode, or longer than 256 characters, is refused by producers and workers
+    for bad, why in (("q-\udcff", "lone surrogate"), ("q" * 257, "at most 256 characters")):
+        with pytest.raises(ValueError, match=why):
+            Queue(bad, redis=redis_url)
+        with pytest.raises(ValueError, match=why):
+            Worker(bad, _noop, redis=redis_url)
+    Queue("q" * 256, redis=redis_url).close()
+
+
+async def _noop(job: Job) -> None:
+    return None
+
+
+
 @pytest.mark.parametrize(
     "field, value, error",
     [

@@ -1,4 +1,5 @@
-"""Redis itself fails under running workers: a crash-restart (AOF, appendfsync always) and a long pause.
+"""Redis itself fails under running workers: a crash-restart (AOF, appendfsync always), a long pause, and
+memory full under ``maxmemory-policy noeviction``.
 
 Workers are real processes (``benchmarks/chaos.py --worker-proc``: each
 execution is counted in Redis); a producer thread keeps adding jobs the
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import pytest
 import redis
 
 from qsim.engine import Backoff, Queue
-from qsim.errors import HarnessError, RedisUnavailable
+from qsim.errors import EngineError, HarnessError, RedisUnavailable
 from redis_server import RedisServer, free_port
 from reliability_helpers import ROOT, wait_until
 
@@ -213,3 +215,115 @@ def test_a_server_that_never_answers_is_not_left_running(tmp_path: Path) -> None
     assert server.proc is None
     with pytest.raises(redis.ConnectionError):
         redis.Redis(port=elsewhere, socket_connect_timeout=0.2, retry=None).ping()
+
+
+def test_redis_at_its_maxmemory_with_noeviction_loses_and_repeats_nothing(tmp_path: Path, redis_url: str) -> None:
+    # Given a Redis with maxmemory 5 MB and noeviction, and two workers (max_stalled 1, a 0.6 s lock renewed every
+    # 0.3 s) recording each handler start in another Redis
+    full = RedisServer(tmp_path / "full", extra_args=["--maxmemory", "5mb", "--maxmemory-policy", "noeviction"]).start()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    rec = redis.Redis.from_url(redis_url, decode_responses=True)
+    logs = [tmp_path / f"w{i}.log" for i in range(2)]
+    procs = []
+    for log in logs:
+        with open(log, "wb") as err:  # the child keeps its own copy of the descriptor
+            procs.append(subprocess.Popen([sys.executable, str(ROOT / "tests" / "engine" / "worker_proc.py"), full.url,
+                                           "q", "--concurrency", "20", "--lock-duration", "0.6", "--stalled-interval",
+                                           "0.3", "--record-url", redis_url], cwd=ROOT, env=env,
+                                          stdout=subprocess.DEVNULL, stderr=err))
+    q = Queue("q", redis=full.url)
+    r = redis.Redis.from_url(full.url, decode_responses=True)
+    try:
+        # When a producer adds jobs of ~1 KB (one in ten runs 1 s, longer than the lock) until well past the limit
+        acked, refused, errors = [], [], set()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5.0:
+            jid = f"p{len(acked) + len(refused)}"
+            try:
+                q.add("t", {"pad": "x" * 900, "sleep": 1.0 if len(acked) % 10 == 0 else 0.01}, job_id=jid)
+                acked.append(jid)
+            except EngineError as e:
+                refused.append(jid)
+                errors.add(str(e).split(":")[0])
+                time.sleep(0.01)
+            time.sleep(0.002)
+        used, limit = r.info("memory")["used_memory"], 5 * 1024 * 1024
+        wait_until(lambda: all_done(full.url, len(acked)), timeout=60, interval=0.1)
+        recs = {x.id: x for x in q.job_records()}
+        runs = Counter(s.split(":")[0] for s in rec.lrange("test:started", 0, -1))
+        text = "".join(log.read_text() for log in logs)
+        print(f"\nnoeviction at 5 MB: {len(acked)} adds acknowledged, {len(refused)} refused ({errors}); "
+              f"used {used / 2**20:.1f} MB; completed {sum(x.state == 'completed' for x in recs.values())}, "
+              f"dead {sum(x.state == 'dead' for x in recs.values())}, stalled "
+              f"{sum(1 for x in recs.values() if x.stalled)}, run twice {sum(1 for n in runs.values() if n > 1)}")
+        # Then adds past the limit are refused with the reason, writing nothing; every acknowledged job
+        # completes once (the workers' renewals and completions go on at the limit), none stalls or dies
+        assert refused and errors == {"Redis refused the write (add on queue 'q')"}
+        assert not any(j in recs for j in refused)
+        assert all(recs[j].state == "completed" for j in acked)
+        assert all(x.stalled == 0 for x in recs.values()) and set(runs.values()) == {1}
+        assert [p.poll() for p in procs] == [None, None]
+        assert "could not renew" not in text and "refused" not in text
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        q.close()
+        r.close()
+        rec.close()
+        full.stop()
+
+
+def test_a_refused_completion_is_sent_again_and_the_rest_of_its_batch_is_used(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    import qsim.engine.pipeline as pipeline_mod
+    from qsim.engine import AsyncQueue, Job, Worker
+
+    real = pipeline_mod.run_calls_async
+    refusals = [3]
+
+    async def refuse_completions(client: Any, scripts: Any, calls: Any, **kw: Any) -> list[Any]:
+        # Redis refuses the batch's completions (as at its maxmemory): they are not run, an OOM error comes back
+        if refusals[0] <= 0 or not any(c.script == "complete" for c in calls):
+            return list(await real(client, scripts, calls, **kw))
+        refusals[0] -= 1
+        sent = [c for c in calls if c.script != "complete"]
+        replies = iter(await real(client, scripts, sent, **kw) if sent else [])
+        return [redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'")
+                if c.script == "complete" else next(replies) for c in calls]
+
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        ran: list[str] = []
+
+        async def handler(job: Job) -> None:
+            ran.append(job.id)
+
+        monkeypatch.setattr(pipeline_mod, "run_calls_async", refuse_completions)
+        # Given a worker whose first three batches with completions are refused for memory
+        w = Worker("q", handler, redis=redis_url, concurrency=4, handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await q.add_bulk([("t", {}) for _ in range(20)])
+        for _ in range(500):
+            if (await q.counts())["completed"] == 20:
+                break
+            await asyncio.sleep(0.01)
+        await w.close()
+        await task
+        recs = await q.job_records()
+        await q.close()
+        # Then the refused completions were sent again: every job completed, each handler ran once
+        assert refusals == [0] and sorted(ran) == sorted(r.id for r in recs) and len(ran) == 20
+        assert all(r.state == "completed" and len(r.attempts) == 1 for r in recs)
+
+    with caplog.at_level("WARNING", logger="qsim.engine.pipeline"):
+        asyncio.run(main())
+    assert "sending them again" in caplog.text

@@ -173,11 +173,12 @@ def test_acl_user_limited_to_the_queue_keys(own_redis: RedisServer, tmp_path: Pa
         user.flushall()
     user.close()
     check_exercise(exercise(url, tmp_path))
-    # a wrong password is a clear one-line error, without the password
+    # a wrong password is a clear one-line error, without the password (exit 2: a Redis that cannot be used is
+    # bad input, docs/reference/exit-codes.md)
     bad = f"redis://qsim:wrong-pw@127.0.0.1:{own_redis.port}/0"
     p = spawn(["-m", "qsim", "stats", "--redis", bad])
     o, e = p.communicate(timeout=30)
-    assert p.returncode == 1 and "Traceback" not in e and "wrong-pw" not in e and len(e.strip().splitlines()) == 1
+    assert p.returncode == 2 and "Traceback" not in e and "wrong-pw" not in e and len(e.strip().splitlines()) == 1
     admin.close()
 
 
@@ -193,7 +194,7 @@ def test_password_protected_redis(tmp_path: Path) -> None:
                 Queue("q", redis=bad).counts()
             w = spawn(["-m", "qsim", "worker", "security_handlers:echo", "--queue", "q", "--redis", bad])
             _, err = w.communicate(timeout=30)
-            assert w.returncode == 1 and "Traceback" not in err
+            assert w.returncode == 2 and "Traceback" not in err
             assert "nope-pw" not in err and "hunter2-pw" not in err
 
 

@@ -37,8 +37,8 @@ def test_a_stop_while_a_fetch_is_in_flight_hands_the_fetched_job_back(
         armed = [False]
         real = pipeline_mod.run_calls_async
 
-        async def stop_during_fetch(client: Any, scripts: Any, calls: Sequence[Call]) -> list[Any]:
-            replies = await real(client, scripts, calls)
+        async def stop_during_fetch(client: Any, scripts: Any, calls: Sequence[Call], **kw: Any) -> list[Any]:
+            replies = await real(client, scripts, calls, **kw)
             fetched = [P.parse_fetch(r) for c, r in zip(calls, replies) if c.script == "fetch"]
             if armed[0] and any(fetched):
                 # the stop arrives after Redis locked the job, before the worker sees the reply

@@ -105,6 +105,10 @@ def test_a_verb_takes_a_scenario_a_path_or_a_name_alike(toml: Path) -> None:
     assert p["recommended"] is not None and p["slo"] == ["p95_wait<=2"]
     with pytest.raises(qsim.ScenarioError, match="no-such"):
         qsim.simulate("no-such")
+    # and so does the model's own simulate (it used to fail on a name with AttributeError)
+    from qsim.model import simulate
+    assert simulate("workshop", max_jobs=50).summary == qsim.simulate("workshop", max_jobs=50).summary
+    assert simulate(toml).summary == qsim.simulate(s).summary
 
 
 def test_the_sync_and_awaitable_forms_work_inside_a_running_loop(toml: Path) -> None:

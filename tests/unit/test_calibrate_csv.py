@@ -100,6 +100,7 @@ def test_csv_round_trip(jobs_csv: Path, tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_empirical_trace_and_plots(jobs_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_toml = tmp_path / "emp" / "cal.toml"
+    out_toml.parent.mkdir()  # --out creates no folder (its own test: tests/unit/test_cli_edges.py)
     code, out, err = run(capsys, "--from", "csv", str(jobs_csv), "--service", "empirical", "--arrivals", "trace",
                          "--out", str(out_toml), "--plots", str(tmp_path / "plots"))
     assert code == 0, err

@@ -41,7 +41,7 @@ def test_worker_deployment_runs_a_valid_worker_with_the_advised_grace() -> None:
     assert d["spec"]["selector"]["matchLabels"] == d["spec"]["template"]["metadata"]["labels"]
     c = container(d)
     args = qsim_args(c)
-    assert args.command == "worker" and args.queue == ["orders"]
+    assert args.command == "worker" and args.queues == ["orders"]
     parse_slo(args.advise_slo[0])
     port = args.metrics_port
     assert c["ports"][0]["containerPort"] == port

@@ -65,8 +65,8 @@ def test_parse_slo() -> None:
     slo = parse_slo("p95_wait<=2")
     assert (slo.metric, slo.op, slo.value, slo.job_type) == ("p95_wait", "<=", 2.0, None)
     assert parse_slo("p99_latency[cut] < 5").job_type == "cut"
-    for bad, message in (("p95<=2", "metric must be one of"), ("p95_wait=2", "must look like"),
-                         ("p95_wait<=x", "value must be a number"), ("throughput[a]>1", "no per-type")):
+    for bad, message in (("p95<=2", "unknown metric 'p95'"), ("p95_wait=2", "'=' is not a comparison"),
+                         ("p95_wait<=x", "the value after '<=' must be a number"), ("throughput[a]>1", "no per-type")):
         with pytest.raises(ScenarioError, match=message):
             parse_slo(bad)
 
@@ -231,8 +231,9 @@ def test_qsim_plan_json_has_intervals_and_replications(capsys: pytest.CaptureFix
     (["--vary", "pools.p.concurrency"], "--vary must look like"),
     (["--vary", "pools.p.concurrency=9:x"], "--vary pools.p.concurrency: values must look like"),
     (["--vary", "pools.p.speed=1:3"], "has no field 'speed'"),
-    (["--slo", "p95_wait=<1"], "--slo must look like"),
-    (["--slo", "p96_wait<=1"], "--slo metric must be one of"),
+    (["--slo", "p95_wait=<1"], "--slo 'p95_wait=<1': '=<' is not a comparison qsim knows; use <="),
+    (["--slo", "p96_wait<=1"], "--slo 'p96_wait<=1': unknown metric 'p96_wait'; use one of mean_wait"),
+    (["--slo", "p95_wait<="], "--slo 'p95_wait<=': no number after '<='; write it like p95_wait<=2"),
     (["--minimize", "__import__('os').system('true')"], "is not allowed"),
     (["--minimize", "workers*speed"], "'workers' is not a varied parameter"),
     (["--minimize", "concurrency*"], "is not an expression"),
@@ -241,7 +242,7 @@ def test_qsim_plan_json_has_intervals_and_replications(capsys: pytest.CaptureFix
     (["--confidence", "95"], "must be between 0 and 1"),
     (["--search", "binary"], "invalid choice"),
     (["--dask", "tcp://127.0.0.1:9"], "no Dask scheduler answered at tcp://127.0.0.1:9"),
-    (["--plot", "/no/such/dir/plan.png"], "--plot /no/such/dir/plan.png: no directory"),
+    (["--plot", "/no/such/dir/plan.png"], "--plot /no/such/dir/plan.png: the folder '/no/such/dir' does not exist"),
 ])
 def test_qsim_plan_refuses_bad_input_with_exit_2(args: list[str], message: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

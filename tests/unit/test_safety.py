@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qsim.errors import HarnessError
+from qsim.errors import UsageError
 from qsim.safety import CONFIRM_OPTION, is_local_redis, require_local_or_confirmed
 
 
@@ -38,7 +38,7 @@ def test_local_urls_pass_without_confirmation(url: str) -> None:
 )
 def test_non_local_urls_are_refused_naming_host_and_option(url: str, host: str) -> None:
     assert not is_local_redis(url)
-    with pytest.raises(HarnessError) as e:
+    with pytest.raises(UsageError) as e:
         require_local_or_confirmed(url, False)
     assert host in str(e.value) and CONFIRM_OPTION in str(e.value)
     assert "secret" not in str(e.value)
@@ -46,8 +46,8 @@ def test_non_local_urls_are_refused_naming_host_and_option(url: str, host: str) 
 
 
 @pytest.mark.parametrize("url", ["127.0.0.1:6379", "http://u:pw-9@127.0.0.1:6379", "", "redis://[::1"])
-def test_not_a_redis_url_is_a_harness_error(url: str) -> None:
-    with pytest.raises(HarnessError, match="not a Redis URL") as e:
+def test_not_a_redis_url_is_a_usage_error(url: str) -> None:
+    with pytest.raises(UsageError, match="not a Redis URL") as e:
         require_local_or_confirmed(url, True)
     assert "pw-9" not in str(e.value)
 

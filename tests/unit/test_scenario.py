@@ -232,8 +232,11 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("events", [{"kind": "sigkill", "pool": "p"}], "events[0].at is required"),
         ("events", [{"at": 1, "kind": "sigterm", "pool": "p", "grace": -5}], "events[0].grace must be >= 0, got -5"),
         ("engine", {"lock_duration": 0}, "engine.lock_duration must be > 0, got 0"),
-        ("engine", {"lock_time": 5}, "engine.lock_time is not a known key (did you mean 'lock_duration'?)"),
+        ("engine", {"lock_duraton": 5}, "engine.lock_duraton is not a known key (did you mean 'lock_duration'?)"),
         ("engine", {"max_stalled": -1}, "engine.max_stalled must be >= 0, got -1"),
+        ("engine", {"prefetch": "many"}, 'engine.prefetch must be "auto" or an integer >= 0, got \'many\''),
+        ("engine", {"prefetch": -2}, "engine.prefetch must be >= 0, got -2"),
+        ("engine", {"prefetch": 1.5}, "engine.prefetch must be an integer, got 1.5"),
         ("description", "", "description must not be empty"),
         ("description", 3, "description must be a string, got 3"),
         ("jobs.0.data", "acme", "jobs[0].data must be a table of JSON values, got 'acme'"),
@@ -306,3 +309,18 @@ def test_builtin_workshop_is_the_seed_story() -> None:
     assert load(None) == s and load("workshop") == s
     with pytest.raises(ScenarioError, match="no built-in scenario 'bakery'"):
         builtin("bakery")
+
+
+def test_engine_prefetch_reaches_the_pool_workers() -> None:
+    from qsim.harness.processes import PoolProcessSpec
+
+    raw = minimal()
+    for value, flag in (("auto", None), (0, "--prefetch=0"), (4, "--prefetch=4")):
+        raw["engine"] = {"prefetch": value}
+        scenario = Scenario.from_dict(raw)
+        assert scenario.engine.prefetch == value and scenario.to_dict()["engine"]["prefetch"] == value
+        pool = scenario.pools[0].name
+        argv = PoolProcessSpec.for_pool(scenario, pool, redis="redis://x", prefix="p", worker_id="w", ready_key="r",
+                                        grace=1.0).argv()
+        assert [a for a in argv if a.startswith("--prefetch")] == ([flag] if flag else [])  # "auto" is the default
+        assert PoolProcessSpec.parse(argv[3:]).settings.prefetch == value

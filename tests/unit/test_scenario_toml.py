@@ -7,9 +7,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_scenario import FULL  # type: ignore[import-not-found]
 
 from qsim import Scenario
+from qsim.errors import ScenarioError, UsageError
 from qsim.scenario_toml import to_toml, toml_value, write_toml
 from qsim.scenarios import builtin
 
@@ -108,8 +111,71 @@ def test_toml_values() -> None:
     assert toml_value(True) == "true" and toml_value(3) == "3" and toml_value(0.5) == "0.5"
     assert toml_value(1e-7) == "1e-07" and tomllib.loads("x = 1e-07")["x"] == 1e-7
     assert toml_value('a"b\\c\n') == '"a\\"b\\\\c\\n"'
+    assert toml_value("del\x7f nul\x00") == '"del\\u007f nul\\u0000"'  # json.dumps left U+007F raw: invalid TOML
     assert toml_value({}) == "{}" and toml_value({"a.b": [1, 2]}) == '{ "a.b" = [1, 2] }'
     with pytest.raises(ValueError, match="finite"):
         toml_value(float("nan"))
     with pytest.raises(TypeError):
         toml_value(object())
+
+
+# ----------------------------------------------------------------------------- arbitrary names
+
+
+def named(name: str, *, queue: str | None = None, pool: str | None = None, key: str = "tenant") -> Scenario:
+    """A small scenario whose every name (scenario, queue, job type, pool, weight key, data key) is odd."""
+    q, p = queue or name, pool or name
+    return Scenario.from_dict({
+        "name": name, "description": name, "duration": 1.0, "queues": [{"name": q}],
+        "jobs": [{"name": name, "queue": q, "arrival": {"kind": "poisson", "rate": 1.0},
+                  "service": {"kind": "constant", "mean": 0.1}, "data": {f"k{key}": name, f"v{name}": [name, 1.5]}}],
+        "pools": [{"name": p, "queues": [q], "policy": "wrr", "weights": {q: 2}}]})
+
+
+# Any Unicode a TOML file can carry: everything but lone surrogates (category Cs), which no UTF-8 text holds;
+# control characters (U+0000..U+001F, U+007F) included: TOML writes them as \uXXXX escapes.
+TOML_TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12).filter(lambda s: s.strip())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=TOML_TEXT, other=TOML_TEXT)
+def test_any_unicode_name_round_trips(name: str, other: str, tmp_path: Path) -> None:
+    # Given a scenario whose names are arbitrary Unicode (U+007F, NUL, quotes, dots, brackets, emoji...)
+    s = named(name, queue=other, key=other)
+    # When written as TOML, Then the text is valid TOML that reads back as the same scenario
+    text = to_toml(s, comments={"jobs[0]": f"job type {name}", "duration": other}, header=name)
+    assert Scenario.from_dict(tomllib.loads(text)) == s
+    # and so is the file (UTF-8 on disk)
+    path = write_toml(s, tmp_path / "named.toml", comments={"jobs[0].service": name})
+    assert Scenario.from_toml(path) == s
+
+
+@pytest.mark.parametrize("name", ["odd\x7fname", "nul\x00", "tab\there", 'quote"and\\back', "line\nbreak",
+                                  "\u2028sep", "\ufeffbom", "😀", "a.b", "[x]", "#hash", "'single'"])
+def test_names_from_measured_data_round_trip(name: str, tmp_path: Path) -> None:
+    s = named(name)
+    path = write_toml(s, tmp_path / "named.toml", comments={"jobs[0]": f"job type {name!r}\nsecond {name}"})
+    assert Scenario.from_toml(path) == s
+
+
+@given(bad=st.text(st.characters(categories=("Cs",)), min_size=1, max_size=3), good=TOML_TEXT)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_what_toml_cannot_hold_is_a_clear_error_and_no_file(bad: str, good: str, tmp_path: Path) -> None:
+    # Given a job name with a lone surrogate (a Python str can hold one; a UTF-8 file cannot)
+    s = named(good + bad)
+    path = tmp_path / "bad.toml"
+    path.unlink(missing_ok=True)
+    # Then writing it says which key and which character, and leaves no file behind
+    with pytest.raises(ScenarioError, match=r"holds the lone surrogate U\+D[89A-F][0-9A-F]{2} .* TOML file cannot hold"):
+        write_toml(s, path)
+    assert not path.exists() and not list(tmp_path.glob(".bad.toml.*"))
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path: Path) -> None:
+    path = write_toml(named("first"), tmp_path / "s.toml")
+    with pytest.raises(ScenarioError):
+        write_toml(named("bad\ud800"), path)
+    assert Scenario.from_toml(path).name == "first" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+    with pytest.raises(UsageError, match="does not exist"):
+        write_toml(named("x"), tmp_path / "missing" / "s.toml")
+    assert not (tmp_path / "missing").exists()

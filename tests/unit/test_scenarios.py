@@ -20,6 +20,7 @@ ISSUE_MECHANISMS = {  # what the issue asks the set to demonstrate -> the scenar
     "keyed rate limit": "keyed-rate-limit", "poison jobs, retries, DLQ": "poison-dlq", "timeouts": "timeouts",
     "SIGTERM under load with a short grace": "sigterm-grace", "SIGKILL and stalled recovery": "sigkill-recovery",
     "flows and fan-out": "flows-fanout", "bursty arrivals": "bursty", "a scale-up event": "scale-up",
+    "fetching ahead with 1 ms and multi-second jobs (issue 25)": "mixed-lengths",
 }
 
 

@@ -87,3 +87,21 @@ def test_a_worker_needs_a_callable_handler_and_hooks_with_both_methods() -> None
     w = Worker("q", _noop)
     with pytest.raises(ValueError, match="a hook needs before_attempt"):
         w.add_hook(object())  # type: ignore[arg-type]
+
+
+def test_settings_are_stored_normalized_and_compare_by_what_was_given() -> None:
+    # Given the same settings spelled two ways (and no worker_id: each gets its own random id)
+    a = WorkerSettings(queues="q", weights={}, lock_duration=2)
+    b = WorkerSettings(queues=["q"], weights=None, lock_duration=2.0)
+    # Then they are stored the same way and are equal
+    assert a.queues == ("q",) and a.weights is None and a.lock_duration == 2.0
+    assert a == b and a.id != b.id
+
+
+def test_a_worker_takes_whole_settings_and_keywords_replace_fields() -> None:
+    s = WorkerSettings(queues=["a", "b"], concurrency=4, worker_id="w1")
+    assert Worker(s, _noop).settings is s
+    w = Worker(s, _noop, concurrency=2)
+    assert w.settings.concurrency == 2 and w.settings.names == ("a", "b") and s.concurrency == 4
+    with pytest.raises(TypeError):
+        Worker("q", _noop, concurency=3)

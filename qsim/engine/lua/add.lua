@@ -14,7 +14,8 @@ ARGV[4 + s*i ..] per job: id ("" = generate), name, data (JSON), priority,
         ARGV[3] is not "", the value of that field in this job (s = 8 or 9)
 
 A keyed queue (meta rate_key) stores each job's key value in its "rkey" field,
-as the producer read it from the payload: no script decodes a payload. When
+as the producer read it from the payload: no script decodes a payload; a
+waiting job joins its value's lane too (job_lib qsim_lane_put). When
 the jobs were read for another key than the queue's, nothing is written.
 
 Returns a flat array: id_1, created_1, id_2, created_2, ... where created is 1
@@ -25,6 +26,7 @@ key values again (for that key) and resend.
 ]]
 -- @include job_lib
 local prefix = ARGV[1]
+local base = string.sub(prefix, 1, -5)
 local n = tonumber(ARGV[2])
 local rkey = redis.call('HGET', KEYS[6], 'rate_key') or ''
 if ARGV[3] ~= rkey then
@@ -58,7 +60,11 @@ for i = 0, n - 1 do
       state = 'delayed'
       redis.call('ZADD', KEYS[2], now_ms + delay, id)
     else
-      redis.call('ZADD', KEYS[1], qsim_back_score(prio, KEYS[5]), id)
+      local score = qsim_back_score(prio, KEYS[5])
+      redis.call('ZADD', KEYS[1], score, id)
+      if rkey ~= '' and qsim_has_lanes(base) then
+        qsim_lane_put(base, id, score, ARGV[b + 8])
+      end
     end
     redis.call('HSET', jk, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
       'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],

@@ -8,9 +8,14 @@ ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
 ARGV[3] default keep_count (-1 = keep all) when meta has none
 ARGV[4] default keep_age_ms (-1 = no age limit) when meta has none
-ARGV[5 + 4*i ..] per job: id, lock token, return value (JSON), µs the job waited in the worker for a
-        free slot before its handler ran (0 unless fetched ahead: its attempt's start, and its first
-        start, move on by that much)
+ARGV[5] S, the number of start notices that follow
+ARGV[6 .. 5 + 2*S] per notice: id, lock token of a job fetched ahead (marked held by fetch) whose
+        handler has started since: its "held" mark is cleared (a stalled check then counts a stall
+        for it; recover_stalled); a notice whose token no longer matches, or whose job is no longer
+        active, changes nothing
+ARGV[6 + 2*S + 4*i ..] per job: id, lock token, return value (JSON), µs the job waited in the worker
+        for a free slot before its handler ran (0 unless fetched ahead: its attempt's start, and its
+        first start, move on by that much)
 
 Returns one code per job:
    1 completed
@@ -32,11 +37,12 @@ local base = string.sub(prefix, 1, -5)
 local maxlen = ARGV[2]
 local codes = {}
 local done = 0
-for i = 5, #ARGV, 4 do
+local notices = tonumber(ARGV[5])
+for i = 6 + 2 * notices, #ARGV, 4 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
-    'parent', 'parent_base', 'started_at')
+    'parent', 'parent_base', 'started_at', 'held')
   if f.err then
     qsim_corrupt(base, id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -50,6 +56,7 @@ for i = 5, #ARGV, 4 do
     codes[#codes + 1] = -1
   else
     redis.call('ZREM', KEYS[1], id)
+    if f[11] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
     local started = qsim_held_start(jk, f[3], f[10], tonumber(ARGV[i + 3]) or 0, now_s)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1,
@@ -61,6 +68,13 @@ for i = 5, #ARGV, 4 do
     if f[8] then
       qsim_child_finished(base, id, f[8], f[9], nil, ARGV[i + 2], nil, now_ms, now_s, maxlen)
     end
+  end
+end
+for i = 6, 5 + 2 * notices, 2 do
+  local jk = prefix .. ARGV[i]
+  local f = redis.pcall('HMGET', jk, 'token', 'state', 'held')
+  if not f.err and f[3] and f[1] == ARGV[i + 1] and f[2] == 'active' then
+    redis.call('HDEL', jk, 'held')
   end
 end
 if done > 0 then

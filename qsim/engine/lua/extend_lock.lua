@@ -10,8 +10,16 @@ Returns the ids whose lock is lost (token differs, or the job is no longer
 active); every other lock now expires lock duration ms from now. A job whose
 key holds another type than a hash is moved to the DLQ and the corrupt set
 (job_lib) and counted as lost; the other locks are still renewed.
+
+Renewals go on when Redis is at its maxmemory under noeviction: Redis refuses a
+script whose FIRST write may grow memory (ZADD), and lets it run to its end
+once it has written. PERSIST on the active set (which never has a TTL) is a
+write that cannot grow memory, so it goes first; renewing a score grows
+nothing. (A refused renewal would let running jobs' locks expire: they would
+be put back, run again, and after max_stalled stalls go to the DLQ.)
 ]]
 -- @include job_lib
+redis.call('PERSIST', KEYS[1])
 local now_ms, now_s = qsim_now()
 local expiry = now_ms + tonumber(ARGV[2])
 local prefix = ARGV[1]

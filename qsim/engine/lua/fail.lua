@@ -38,7 +38,7 @@ for i = 3, #ARGV, 7 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
-    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'started_at')
+    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'started_at', 'held')
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -56,6 +56,7 @@ for i = 3, #ARGV, 7 do
     local outcome = 'failed'
     if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
+    if f[14] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
     local started = qsim_held_start(jk, f[3], f[13], tonumber(ARGV[i + 6]) or 0, now_s)
     redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
       'log', qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))
@@ -78,7 +79,7 @@ for i = 3, #ARGV, 7 do
       wake = true
     else
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], qsim_back_score(f[7], KEYS[7]), id)
+      qsim_wait_add(string.sub(prefix, 1, -5), id, qsim_back_score(f[7], KEYS[7]))
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', name, 'delay', 0)
       codes[#codes + 1] = 1
       wake = true

@@ -7,6 +7,8 @@ For queue i = 1..Q (Q = (#KEYS - 1) / 5), KEYS[5*(i-1) + 1 .. 5*i] (queue 1: KEY
   marker     LIST wake-up marker
   ratelimit  ZSET recent starts (score = start time in us, member = lock token);
              with rate_key set, "<ratelimit>:<value>" per value of that payload field
+  (and, with rate_key set, the queue's lanes: <base>lane:<value>, <base>lanes,
+  <base>lanes-shut, keys of the same hash slot; job_lib)
 KEYS[5*Q + 1] wrr  HASH this worker's smooth-WRR state: field i = current weight of
              queue i (read and written only for policy wrr with Q > 1)
 ARGV[1] n, the worker's free slots
@@ -14,7 +16,12 @@ ARGV[2] lock duration (ms)
 ARGV[3] worker id
 ARGV[4] token prefix; job k of this call gets the lock token "<prefix>:<k>"
 ARGV[5] policy when Q > 1: priority | ordered | wrr
-ARGV[6 + 2*(i-1)] job key prefix of queue i;  ARGV[7 + 2*(i-1)] its wrr weight (int >= 1)
+ARGV[6] how many of the jobs taken the worker starts at once (its free slots); the others
+        wait in the worker for a slot (fetched ahead): each gets held = 1 in its hash, which
+        the worker clears once its handler started (a notice with its next completions,
+        complete.lua), so a stalled check finds a job that never started (recover_stalled
+        puts it back without counting a stall)
+ARGV[7 + 2*(i-1)] job key prefix of queue i;  ARGV[8 + 2*(i-1)] its wrr weight (int >= 1)
 
 Each pick takes one job from one queue among those with a startable job
 (not paused, under its limits):
@@ -27,11 +34,20 @@ Each pick takes one job from one queue among those with a startable job
 A queue's candidate is its head (lowest score). With aging_ms set, it is the
 job with the lowest effective priority  p - (now_ms - ready_ms) / aging_ms
 among the oldest job of each of its 32 best priority levels (ready_ms =
-enqueued_at + delay, in ms; ties: the better level). With rate_key set, it
-is the first of the 1024 best waiting jobs whose key value (their "rkey" field,
-stored by add; no payload is decoded here) is under its limit, looked at 64
-at a time (with aging: the lowest effective priority among the first 64 that
-hold a startable job).
+enqueued_at + delay, in ms; ties: the better level).
+With rate_key set, the queue serves per-key lanes (job_lib): its candidate is
+the best job of the open lane whose best job comes first in the queue's order
+(with aging: the lowest effective priority among the best jobs of its 32 first
+open lanes), so a key's backlog of any size never delays another key with room.
+A lane is shut (moved to lanes-shut) by the start that fills its window, or
+when a pick finds its window full, and reopens when its window has room again
+(at the start of a fetch). Work per fetch: each job taken costs a few commands
+on ZSETs of at most (number of key values) members; besides, a fetch reopens
+at most 64 lanes, and a pick shuts at most 64 open lanes found full (after a
+change of the limit). The jobs' key values are their "rkey" field, stored by
+add (no payload is decoded here). The lanes are built from the wait set by the
+first fetch after the key was set (meta lanes = 1 from then on: the other
+scripts keep them).
 Limits: concurrency_limit caps ZCARD(active) (a dead worker's job counts until
 the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
@@ -62,16 +78,17 @@ local expiry = now_ms + tonumber(ARGV[2])
 local worker = ARGV[3]
 local tokp = ARGV[4]
 local policy = ARGV[5]
+local at_once = tonumber(ARGV[6])
 local Q = (#KEYS - 1) / 5
 local SHIFT = 4294967296
-local LEVELS, LOOK, LOOK_MAX = 32, 64, 1024
+local LEVELS, LANES_MAX = 32, 64
 
 local qs = {}
 local limited = 0
 for i = 1, Q do
   local b = 5 * (i - 1)
   local q = {wait = KEYS[b + 1], active = KEYS[b + 2], meta = KEYS[b + 3], marker = KEYS[b + 4], rl = KEYS[b + 5],
-    prefix = ARGV[6 + 2 * (i - 1)], weight = tonumber(ARGV[7 + 2 * (i - 1)]), room = n}
+    prefix = ARGV[7 + 2 * (i - 1)], weight = tonumber(ARGV[8 + 2 * (i - 1)]), room = n}
   local m = redis.call('HMGET', q.meta, 'paused', 'concurrency_limit', 'rate_max', 'rate_per_ms', 'rate_key', 'aging_ms')
   q.off = m[1] == '1'
   if m[2] or m[3] then limited = 1 end
@@ -86,6 +103,8 @@ for i = 1, Q do
     if m[5] and m[5] ~= '' then
       q.rkey = m[5]
       q.keys = {}
+      q.base = string.sub(q.prefix, 1, -5)
+      q.open, q.shut = q.base .. 'lanes', q.base .. 'lanes-shut'
     else
       redis.call('ZREMRANGEBYSCORE', q.rl, '-inf', now_us - q.rper)
       local r = q.rmax - redis.call('ZCARD', q.rl)
@@ -94,6 +113,39 @@ for i = 1, Q do
   end
   if m[6] and tonumber(m[6]) > 0 then q.aging = tonumber(m[6]) end
   qs[i] = q
+end
+
+-- The lanes of keyed queue q, built from its wait set (the first fetch after the key was set).
+local function build_lanes(q)
+  for _, set in ipairs({q.open, q.shut}) do
+    for _, v in ipairs(redis.call('ZRANGE', set, 0, -1)) do redis.call('DEL', q.base .. 'lane:' .. v) end
+    redis.call('DEL', set)
+  end
+  local ws = redis.call('ZRANGE', q.wait, 0, -1, 'WITHSCORES')
+  local best = {}
+  for j = 1, #ws, 2 do
+    local v = redis.pcall('HGET', q.prefix .. ws[j], 'rkey')
+    if type(v) ~= 'string' then v = '' end
+    redis.call('ZADD', q.base .. 'lane:' .. v, ws[j + 1], ws[j])
+    if not best[v] then best[v] = ws[j + 1] end  -- the wait set comes best first
+  end
+  for v, sc in pairs(best) do redis.call('ZADD', q.open, sc, v) end
+  redis.call('HSET', q.meta, 'lanes', '1')
+  QSIM_LANES[q.base] = true
+end
+
+for i = 1, Q do
+  local q = qs[i]
+  if q.rkey and not q.off and q.room > 0 then
+    if not qsim_has_lanes(q.base) then build_lanes(q) end
+    -- reopen the lanes whose window has room again
+    local due = redis.call('ZRANGEBYSCORE', q.shut, '-inf', now_us, 'LIMIT', 0, LANES_MAX)
+    for _, v in ipairs(due) do
+      redis.call('ZREM', q.shut, v)
+      local h = redis.call('ZRANGE', q.base .. 'lane:' .. v, 0, 0, 'WITHSCORES')
+      if h[1] then redis.call('ZADD', q.open, h[2], v) end
+    end
+  end
 end
 
 -- us until one more start is allowed in the window ZSET zk (which holds >= rate_max starts)
@@ -109,53 +161,77 @@ local function ready_ms(q, id)
   return ((tonumber(f[1]) or 0) + (tonumber(f[2]) or 0)) * 1000
 end
 
--- the rate window of the job's key value: its "rkey" field, stored (as text) by add from the payload
-local function key_state(q, id)
-  local v = redis.pcall('HGET', q.prefix .. id, 'rkey')
-  if type(v) ~= 'string' then v = '' end  -- none (added before the key was set), or not a hash
+-- the lane and rate window of key value v (a job's "rkey" field, stored as text by add from the payload)
+local function key_state(q, v)
   local s = q.keys[v]
   if not s then
     local zk = q.rl .. ':' .. v
     redis.call('ZREMRANGEBYSCORE', zk, '-inf', now_us - q.rper)
-    s = {zk = zk, room = q.rmax - redis.call('ZCARD', zk)}
+    s = {v = v, zk = zk, lane = q.base .. 'lane:' .. v, room = q.rmax - redis.call('ZCARD', zk)}
     q.keys[v] = s
   end
   return s
+end
+
+-- lane s's window is full: out of the open index, into lanes-shut until the window has room (an empty
+-- lane leaves the index: its next job opens it again)
+local function shut(q, s)
+  redis.call('ZREM', q.open, s.v)
+  if redis.call('EXISTS', s.lane) == 1 then
+    redis.call('ZADD', q.shut, now_us + window_wait(q, s.zk), s.v)
+  end
+end
+
+-- after a pick from lane s: shut it if its window is now full, else index it by its new best job
+local function lane_after(q, s)
+  if s.room <= 0 then
+    shut(q, s)
+    return
+  end
+  local h = redis.call('ZRANGE', s.lane, 0, 0, 'WITHSCORES')
+  if h[1] then
+    redis.call('ZADD', q.open, h[2], s.v)
+  else
+    redis.call('ZREM', q.open, s.v)
+  end
+end
+
+-- the best job of an open lane {id, eff, t, s} whose window has room: the first open lane (with
+-- aging, the lowest effective priority among the first LEVELS); lanes found empty leave the index,
+-- lanes found full are shut (at most LANES_MAX per pick)
+local function lane_candidate(q)
+  local best, skipped = false, 0
+  while not best and skipped < LANES_MAX do
+    local tops = redis.call('ZRANGE', q.open, 0, (q.aging and LEVELS or 1) - 1)
+    if not tops[1] then return false end
+    for _, v in ipairs(tops) do
+      local s = key_state(q, v)
+      local h = redis.call('ZRANGE', s.lane, 0, 0, 'WITHSCORES')
+      if not h[1] then
+        redis.call('ZREM', q.open, v)
+        skipped = skipped + 1
+      elseif s.room <= 0 then
+        shut(q, s)
+        skipped = skipped + 1
+      else
+        local eff, rt = math.floor(tonumber(h[2]) / SHIFT), nil
+        if q.aging then
+          rt = ready_ms(q, h[1])
+          eff = eff - (now_ms - rt) / q.aging
+        end
+        if not best or eff < best.eff then best = {id = h[1], eff = eff, t = rt, s = s} end
+        if not q.aging then break end
+      end
+    end
+  end
+  return best
 end
 
 -- the queue's next startable job {id, eff, t, s}, or false
 local function candidate(q)
   if q.off or q.room <= 0 then return false end
   if q.rkey then
-    -- Scan the best waiting jobs, LOOK at a time, up to LOOK_MAX, for one whose key has room. Without
-    -- aging, the jobs skipped so far in this call stay blocked (rooms only shrink): the next pick
-    -- resumes at q.from. With aging, the best of the first chunk that has a startable job.
-    local best, from = false, 0
-    if not q.aging then from = q.from or 0 end
-    while not best and from < LOOK_MAX do
-      local ids = redis.call('ZRANGE', q.wait, from, from + LOOK - 1, 'WITHSCORES')
-      for j = 1, #ids, 2 do
-        local s = key_state(q, ids[j])
-        if s.room > 0 then
-          local eff, rt = math.floor(tonumber(ids[j + 1]) / SHIFT), nil
-          if q.aging then
-            rt = ready_ms(q, ids[j])
-            eff = eff - (now_ms - rt) / q.aging
-          end
-          if not best or eff < best.eff then best = {id = ids[j], eff = eff, t = rt, s = s} end
-          if not q.aging then
-            q.from = from + (j - 1) / 2
-            break
-          end
-        else
-          if not s.wait then s.wait = window_wait(q, s.zk) end
-          if not q.rwait or s.wait < q.rwait then q.rwait = s.wait end
-        end
-      end
-      if #ids < 2 * LOOK then break end
-      from = from + LOOK
-    end
-    return best
+    return lane_candidate(q)
   elseif q.aging then
     local best, lo = false, 0
     for _ = 1, LEVELS do
@@ -200,6 +276,7 @@ local function start(q, i, id, s)
     redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok,
       'started_at', now_s)
   end
+  if k > at_once then redis.call('HSET', jk, 'held', '1') end
   redis.call('ZADD', q.active, expiry, id)
   q.room = q.room - 1
   q.took = true
@@ -267,6 +344,13 @@ while k < n and not plain1 do
     if q.room < m then m = q.room end
     local popped = redis.call('ZPOPMIN', q.wait, m)
     for j = 1, #popped, 2 do start(q, pick, popped[j]) end
+  elseif q.rkey then
+    local c = q.c
+    redis.call('ZREM', c.s.lane, c.id)
+    if redis.call('ZREM', q.wait, c.id) == 1 then  -- (else a stale lane entry: the job left the wait set)
+      start(q, pick, c.id, c.s)
+    end
+    lane_after(q, c.s)
   else
     redis.call('ZREM', q.wait, q.c.id)
     start(q, pick, q.c.id, q.c.s)
@@ -292,8 +376,10 @@ for i = 1, Q do
     local rw = nil
     if q.rmax and not q.rkey and redis.call('ZCARD', q.rl) >= q.rmax then
       rw = window_wait(q, q.rl)
-    elseif q.rkey and k < n and q.c == false and q.rwait then
-      rw = q.rwait
+    elseif q.rkey and redis.call('ZCARD', q.open) == 0 then
+      -- every lane with jobs is shut: the first reopens then (a new key's job opens a lane and wakes a worker)
+      local e = redis.call('ZRANGE', q.shut, 0, 0, 'WITHSCORES')
+      if e[1] then rw = tonumber(e[2]) - now_us end
     end
     if q.climit and redis.call('ZCARD', q.active) >= q.climit then
       redis.call('DEL', q.marker)

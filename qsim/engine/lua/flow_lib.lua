@@ -35,7 +35,7 @@ local function qsim_new_job(base, b, state, now_ms, now_s, extra)
     redis.call('ZADD', base .. 'delayed', now_ms + delay, id)
   else
     state = 'waiting'
-    redis.call('ZADD', base .. 'wait', qsim_back_score(prio, base .. 'seq'), id)
+    qsim_wait_add(base, id, qsim_back_score(prio, base .. 'seq'), ARGV[b + 8] ~= '' and ARGV[b + 9] or '')
   end
   redis.call('HSET', base .. 'job:' .. id, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
     'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
@@ -122,7 +122,7 @@ local function qsim_child_finished(base, id, pid, pbase, policy, value, err, now
       'name', pf[3] or '', 'error', perr)
   elseif left <= 0 and not pf[4] then  -- (a retried parent whose "fail" child is dead waits for its retry)
     redis.call('ZREM', pbase .. 'waiting-children', pid)
-    redis.call('ZADD', pbase .. 'wait', qsim_back_score(pf[2], pbase .. 'seq'), pid)
+    qsim_wait_add(pbase, pid, qsim_back_score(pf[2], pbase .. 'seq'))
     redis.call('HSET', pk, 'state', 'waiting')
     qsim_wake(pbase)
   end

@@ -72,14 +72,59 @@ local function qsim_back_score(prio, seqkey)
   return (tonumber(prio) or 0) * QSIM_LEVEL + QSIM_HALF + redis.call('INCR', seqkey) % QSIM_HALF
 end
 
--- ZADD the jobs {id, prio} of `jobs` to the front of their levels in the wait set `waitkey`, in the
--- order given: the first ahead of the others, all ahead of every job already waiting in their level.
+-- Lanes of a keyed rate limit (see fetch.lua and qsim.engine.keys). A queue whose rate limit is keyed by
+-- a payload field keeps, beside its wait set (which still holds every waiting id), one lane per value
+-- of the key: <base>lane:<value>, a ZSET of that value's waiting ids scored as in the wait set, and an
+-- index of the non-empty lanes: <base>lanes (a lane whose window may have room; score = the wait score
+-- of its best job) and <base>lanes-shut (a lane whose window is full; score = the us it has room again).
+-- fetch builds the lanes from the wait set when the queue's meta has no lanes = 1 (after the key was
+-- set); from then on every script that puts a job in the wait set puts it in its lane too.
+local QSIM_LANES = {}
+
+-- Whether queue `base` keeps lanes (read once per script call and queue).
+local function qsim_has_lanes(base)
+  local has = QSIM_LANES[base]
+  if has == nil then
+    has = redis.call('HGET', base .. 'meta', 'lanes') == '1'
+    QSIM_LANES[base] = has
+  end
+  return has
+end
+
+-- Job `id` of key value `value` joins lane <base>lane:<value> at wait score `score`; an open lane whose
+-- best job it now is moves up the index (a shut lane stays shut until its window has room).
+local function qsim_lane_put(base, id, score, value)
+  redis.call('ZADD', base .. 'lane:' .. value, score, id)
+  if redis.call('ZSCORE', base .. 'lanes-shut', value) then return end
+  local cur = redis.call('ZSCORE', base .. 'lanes', value)
+  if not cur or score < tonumber(cur) then
+    redis.call('ZADD', base .. 'lanes', score, value)
+  end
+end
+
+-- ZADD job `id` to the wait set of queue `base` at `score`, and to its lane when the queue keeps lanes
+-- (its key value: `value`, else the job hash's "rkey" field, "" when it has none).
+local function qsim_wait_add(base, id, score, value)
+  redis.call('ZADD', base .. 'wait', score, id)
+  if qsim_has_lanes(base) then
+    if value == nil then
+      value = redis.pcall('HGET', base .. 'job:' .. id, 'rkey')
+      if type(value) ~= 'string' then value = '' end
+    end
+    qsim_lane_put(base, id, score, value)
+  end
+end
+
+-- ZADD the jobs {id, prio} of `jobs` to the front of their levels in the wait set `waitkey` (and their
+-- lanes), in the order given: the first ahead of the others, all ahead of every job already waiting in
+-- their level.
 local function qsim_push_front(waitkey, seqkey, jobs)
   if #jobs == 0 then return end
+  local base = string.sub(waitkey, 1, -5)
   local top = redis.call('INCRBY', seqkey, #jobs)
   for i, job in ipairs(jobs) do
     local pos = QSIM_HALF - 1 - (top - i + 1) % QSIM_HALF
-    redis.call('ZADD', waitkey, (tonumber(job[2]) or 0) * QSIM_LEVEL + pos, job[1])
+    qsim_wait_add(base, job[1], (tonumber(job[2]) or 0) * QSIM_LEVEL + pos)
   end
 end
 

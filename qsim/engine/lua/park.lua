@@ -38,7 +38,7 @@ if (tonumber(f[3]) or 0) <= 0 then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[3])
-redis.call('HDEL', jk, 'token')
+redis.call('HDEL', jk, 'token', 'held')
 redis.call('HSET', jk, 'state', 'waiting_children')
 redis.call('ZADD', KEYS[2], now_ms, ARGV[3])
 if redis.call('HEXISTS', KEYS[4], 'concurrency_limit') == 1 and redis.call('ZCARD', KEYS[3]) > 0

@@ -23,7 +23,7 @@ for _, id in ipairs(due) do
   if type(prio) == 'table' and prio.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[3])
   elseif prio then
-    redis.call('ZADD', KEYS[2], qsim_back_score(prio, KEYS[3]), id)
+    qsim_wait_add(string.sub(prefix, 1, -5), id, qsim_back_score(prio, KEYS[3]))
     redis.call('HSET', jk, 'state', 'waiting')
   end
 end

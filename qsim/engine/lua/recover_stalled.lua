@@ -13,10 +13,15 @@ ARGV[4] at most this many jobs per call
 
 Each such job gets stalled + 1, its lock token is removed (a late completion
 is refused) and its attempt is logged as "stalled"; a stall does not count
-as an attempt. A job put back goes to the FRONT of its priority level, ahead
+as an attempt. A job whose handler never started (fetched ahead, still marked
+held: its worker died or froze while it waited for a slot) is put back the
+same way but counts no stall and logs no attempt, as a hand-back of a job
+never started does (release); its started_at is removed when that fetch was
+its first start. A job put back goes to the FRONT of its priority level, ahead
 of the jobs already waiting there (job_lib qsim_push_front; as BullMQ's
 stalled jobs go to the consuming end of its wait list); the jobs of one call
-keep the order of their lock expiry. Returns {requeued ids, dead ids}. A child of a flow that goes
+keep the order of their lock expiry. Returns {requeued ids, dead ids, ids put back
+never started}. A child of a flow that goes
 to the DLQ is recorded on its parent (flow_lib). A job whose key holds another
 type than a hash goes to the DLQ and the corrupt set (job_lib), listed as dead.
 ]]
@@ -29,15 +34,24 @@ local prefix = ARGV[1]
 local maxlen = ARGV[2]
 local max_stalled = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
-local requeued, dead, front = {}, {}, {}
+local requeued, dead, front, unstarted = {}, {}, {}, {}
 for _, id in ipairs(ids) do
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'state', 'attempt_started', 'worker', 'stalled', 'priority', 'log', 'name',
-    'attempts_made', 'parent', 'parent_base', 'parent_policy')
+    'attempts_made', 'parent', 'parent_base', 'parent_policy', 'held', 'started_at')
   redis.call('ZREM', KEYS[1], id)
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
     dead[#dead + 1] = id
+  elseif f[1] == 'active' and f[12] then
+    redis.call('HDEL', jk, 'token', 'held')
+    redis.call('HSET', jk, 'state', 'waiting')
+    if f[13] and f[13] == f[2] then
+      redis.call('HDEL', jk, 'started_at')
+    end
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'event', 'released', 'job', id, 'name', f[7] or '')
+    front[#front + 1] = {id, f[5]}
+    unstarted[#unstarted + 1] = id
   elseif f[1] == 'active' then
     local stalled = (tonumber(f[4]) or 0) + 1
     redis.call('HDEL', jk, 'token')
@@ -63,7 +77,7 @@ for _, id in ipairs(ids) do
   end
 end
 qsim_push_front(KEYS[2], KEYS[6], front)
-if #requeued > 0 and redis.call('LLEN', KEYS[5]) == 0 then
+if #front > 0 and redis.call('LLEN', KEYS[5]) == 0 then
   redis.call('RPUSH', KEYS[5], '1')
 end
-return {requeued, dead}
+return {requeued, dead, unstarted}

@@ -8,15 +8,16 @@ KEYS[5] seq       STRING FIFO counter (job_lib positions)
 ARGV[1] job key prefix
 ARGV[2] events stream max length (approximate)
 ARGV[3 + 3*i ..] per job: id, lock token, "1" when its handler was started
-        (cut off) or "" when it never was (fetched ahead, or fetched while the
-        worker was stopping)
+        (cut off) or "" when it never was (fetched ahead and handed back: its
+        slot did not free within the hold bound, or the worker is stopping; or
+        fetched while the worker was stopping)
 
 Released jobs go to the FRONT of their priority level, ahead of the jobs
 already waiting there, in the order given (job_lib qsim_push_front; as
 BullMQ's moveJobFromActiveToWait). A cut-off attempt is logged as "released"
 and does not count. A job never
-started leaves no trace of its fetch: no log entry, and its started_at is
-removed when that fetch was its first start. Jobs whose token does not match
+started leaves no trace of its fetch: no log entry, no stall, and its
+started_at is removed when that fetch was its first start. Jobs whose token does not match
 are left alone; a job whose key holds another type than a hash goes to the DLQ
 and the corrupt set (job_lib). Returns the number of jobs released.
 ]]
@@ -34,7 +35,7 @@ for i = 3, #ARGV, 3 do
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[2])
   elseif f[1] == ARGV[i + 1] and f[2] == 'active' then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', jk, 'token')
+    redis.call('HDEL', jk, 'token', 'held')
     if ARGV[i + 2] == '1' then
       redis.call('HSET', jk, 'state', 'waiting',
         'log', qsim_log(f[6], (f[3] or now_s) .. ',' .. now_s .. ',released,' .. (f[4] or '') .. ';'))

@@ -48,7 +48,7 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[6], now_ms, id)
     else
       redis.call('HSET', jk, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], qsim_back_score(f[1], KEYS[5]), id)
+      qsim_wait_add(base, id, qsim_back_score(f[1], KEYS[5]))
       wake = true
     end
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'event', 'retried', 'job', id)
