@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
         compare_async,
         load,
         manifest,
+        save,
         plan,
         plan_async,
         probe,
@@ -77,7 +78,7 @@ __version__ = "0.1.0"
 
 #: Names imported on first use: name -> the module that defines it (or is it: ``plots``, ``calibrate``, ``advise``).
 _LAZY = {
-    **dict.fromkeys(["load", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
+    **dict.fromkeys(["load", "save", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
                      "compare_async", "plan", "plan_async", "sweep", "sweep_async", "calibrate_async", "probe",
                      "probe_async", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest"], "qsim.api"),
     "plots": "qsim.analysis.plots",
@@ -98,7 +99,7 @@ _LAZY = {
 
 __all__ = [
     # the verbs (qsim.api): each takes a Scenario, a TOML path or a built-in name
-    "load", "with_params",
+    "load", "save", "with_params",
     "simulate", "simulate_async",
     "run", "run_async",
     "compare", "compare_async",

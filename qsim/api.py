@@ -64,9 +64,9 @@ if TYPE_CHECKING:
     from qsim.harness.run import EngineResult
     from qsim.model import ModelResult
 
-__all__ = ["ScenarioLike", "load", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
+__all__ = ["ScenarioLike", "load", "save", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
            "compare_async", "plan", "plan_async", "sweep", "sweep_async", "calibrate", "calibrate_async", "probe",
-           "probe_async", "advise", "advise_async", "theory"]
+           "probe_async", "advise", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest"]
 
 #: What a verb takes as the system: a Scenario, a TOML path, a built-in name, or None (``workshop``).
 ScenarioLike = Scenario | str | os.PathLike[str] | None
@@ -84,6 +84,20 @@ def load(scenario: ScenarioLike = None) -> Scenario:
     from qsim.scenarios import load as load_file
 
     return load_file(os.fspath(scenario) if scenario is not None else None)
+
+
+def save(scenario: ScenarioLike, path: str | os.PathLike[str]) -> Path:
+    """Write a scenario as a TOML file that ``qsim simulate PATH`` runs as is; returns the path.
+
+    The folder must exist; the file is replaced in one step (a failure leaves the old one).
+
+    Raises:
+        ScenarioError: the scenario holds what TOML cannot (a name with a lone surrogate).
+        UsageError: the folder is missing or cannot be written.
+    """
+    from qsim.scenario_toml import write_toml
+
+    return write_toml(load(scenario), path)
 
 
 def with_params(scenario: ScenarioLike, params: Mapping[str, Any]) -> Scenario:

@@ -17,7 +17,7 @@ import qsim
 import qsim.api
 
 #: The verbs that take time: each has a sync form and an awaitable one named ``<verb>_async``.
-TIMED = ("simulate", "run", "compare", "plan", "sweep", "calibrate", "probe", "advise")
+TIMED = ("simulate", "run", "compare", "plan", "sweep", "calibrate", "probe", "advise", "autoscaling")
 PACKAGES = ("calibrate", "advise")  # subpackages that are also verbs (qsim.callable_module)
 HEAVY = ("simpy", "redis", "matplotlib", "scipy", "locust", "qsim.model", "qsim.harness", "qsim.analysis",
          "qsim.api", "qsim.engine", "qsim.calibrate", "qsim.advise")
@@ -151,3 +151,15 @@ def test_calibrate_takes_a_frame_a_csv_or_a_url(tmp_path: Path, toml: Path) -> N
         qsim.calibrate(jobs, "q")
     with pytest.raises(qsim.ScenarioError, match="Redis URL"):
         qsim.calibrate(pd.DataFrame(), "q", source="bullmq")
+
+
+def test_save_writes_a_scenario_that_loads_back_the_same(tmp_path: Path) -> None:
+    # Given a built-in scenario changed in Python
+    planned = qsim.with_params("steady", {"pools.workers.concurrency": 7})
+    # When it is saved and loaded again
+    path = qsim.save(planned, tmp_path / "planned.toml")
+    # Then it is the same scenario, and a missing folder is a clear error (nothing created)
+    assert qsim.load(path) == planned
+    with pytest.raises(qsim.QsimError, match="does not exist"):
+        qsim.save(planned, tmp_path / "no" / "such" / "x.toml")
+    assert not (tmp_path / "no").exists()
