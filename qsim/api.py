@@ -97,7 +97,7 @@ def save(scenario: ScenarioLike, path: str | os.PathLike[str]) -> Path:
     """
     from qsim.scenario_toml import write_toml
 
-    return write_toml(load(scenario), path)
+    return write_toml(load(scenario), Path(path))
 
 
 def with_params(scenario: ScenarioLike, params: Mapping[str, Any]) -> Scenario:
