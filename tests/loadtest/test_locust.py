@@ -211,12 +211,17 @@ def test_a_missed_threshold_fails_the_run_with_exit_code_1(redis_url: str, tmp_p
     # Given the workshop (lognormal 0.5 s service) and a latency threshold no such job can meet
     # When Locust runs it for 2 s against the engine, with its pool started
     proc = locust("-u", "1", "-t", "1s", "--scenario", "workshop", "--redis-url", redis_url, "--start-workers",
-                  "--run-id", "lt-slo", "--drain", "15", "--slo", "p95_latency<=0.05", "--slo", "lost==0")
-    # Then the verdict table shows the miss and Locust's exit code is 1, though no request failed
+                  "--run-id", "lt-slo", "--drain", "15", "--slo", "p95_latency<=0.05", "--slo", "lost==0",
+                  "--slo", "p95_wait<=60 in 90% of windows", "--slo", "p95_wait<=0.0001 in every window")
+    # Then the verdict table shows the misses and Locust's exit code is 1, though no request failed
     assert proc.returncode == 1, explain(proc)
     assert re.search(r"p95_latency<=0.05 +[0-9.]+ +FAIL", proc.stderr), explain(proc)
-    assert "thresholds FAILED: 1 of 2 missed: p95_latency<=0.05" in proc.stderr, explain(proc)
+    assert "thresholds FAILED: 2 of 4 missed: p95_latency<=0.05, p95_wait<=0.0001 in every window" in proc.stderr, \
+        explain(proc)
     assert re.search(r"lost==0 +0 +pass", proc.stderr), explain(proc)
+    # the per-window forms are judged on the run's windows: the share of windows met (1: all), the worst window
+    assert re.search(r"p95_wait<=60 in 90% of windows +1 +pass", proc.stderr), explain(proc)
+    assert re.search(r"p95_wait<=0.0001 in every window +[0-9.]+ +FAIL", proc.stderr), explain(proc)
 
 
 def test_a_bad_threshold_is_refused_before_anything_runs() -> None:
