@@ -269,7 +269,8 @@ def test_wrr_shares_match_the_weights_over_3000_jobs(redis_url: str) -> None:
 def test_priority_starves_the_low_queue_under_sustained_load_and_wrr_does_not(redis_url: str, policy: str) -> None:
     async def main() -> int:
         hi, lo = AsyncQueue("hi", redis=redis_url), AsyncQueue("lo", redis=redis_url)
-        await lo.add_bulk([("t", {}, {"priority": 5}) for _ in range(200)])
+        # more lo jobs than the run starts (a share of 1 in 4 of ~800): the share never depends on lo running out
+        await lo.add_bulk([("t", {}, {"priority": 5}) for _ in range(600)])
         await hi.add_bulk([("t", {}, {"priority": 0}) for _ in range(300)])
 
         async def handler(job: Job) -> None:
@@ -283,6 +284,7 @@ def test_priority_starves_the_low_queue_under_sustained_load_and_wrr_does_not(re
             return (await hi.counts())["completed"] + (await lo.counts())["completed"] >= 800
 
         await run_worker_until(w, done, timeout=60)
+        assert (await lo.counts())["waiting"] > 0  # lo was backlogged all along
         n_lo = sum(1 for r in await lo.job_records() if r.started_at is not None)
         n_all = n_lo + sum(1 for r in await hi.job_records() if r.started_at is not None)
         await hi.close()
