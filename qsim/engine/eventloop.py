@@ -9,18 +9,25 @@ sets a global event loop policy.
 uvloop comes with the ``fast`` extra (``pip install qsim[fast]``, with
 hiredis, which redis-py uses by itself). Turn it off with
 ``QSIM_NO_UVLOOP=1`` in the environment or ``qsim worker --no-uvloop``.
+
+A process run by :func:`run_process` prints what each of its tasks awaits
+(its coroutine stack) to its log on ``SIGUSR1``: ``kill -USR1 <pid>`` shows
+where a worker that does not stop is waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import io
+import linecache
 import logging
 import os
+import signal
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["NO_UVLOOP_ENV", "uvloop_wanted", "loop_factory", "run_process"]
+__all__ = ["NO_UVLOOP_ENV", "uvloop_wanted", "loop_factory", "run_process", "dump_tasks"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,4 +73,36 @@ def run_process(main: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
     factory = loop_factory(use_uvloop)
     logger.debug("event loop: %s", "uvloop" if factory is not None else "asyncio")
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
+        return runner.run(_dumping_tasks_on_sigusr1(main))
+
+
+def dump_tasks() -> str:
+    """Every task of the running loop with the chain of coroutines it awaits, innermost last
+    (the ``SIGUSR1`` report)."""
+    out = io.StringIO()
+    tasks = asyncio.all_tasks()
+    out.write(f"{len(tasks)} tasks:\n")
+    for task in tasks:
+        out.write(f"-- {task.get_name()}\n")
+        awaited: Any = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is None:  # a future, or a coroutine that finished
+                out.write(f"   awaiting {awaited!r}\n")
+                break
+            out.write(f"   {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}: "
+                      f"{linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()}\n")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return out.getvalue()
+
+
+async def _dumping_tasks_on_sigusr1(main: Coroutine[Any, Any, T]) -> T:
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGUSR1, lambda: logger.warning("SIGUSR1: %s", dump_tasks()))
+    except (NotImplementedError, RuntimeError, ValueError, AttributeError):  # no SIGUSR1 (Windows)
+        return await main
+    try:
+        return await main
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)

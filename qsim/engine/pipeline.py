@@ -50,7 +50,9 @@ pipelined fetches share it).
 
 Redis errors: a batch that could not be sent goes back to the outbox and is
 sent again after a backoff (50 ms doubling up to 5 s); once the worker
-stopped, it gives up after 10 s (stalled-job recovery puts the jobs back).
+stopped (:meth:`Pipeline.stop`), it gives up 10 s later, whether batches
+failed or still wait for their replies (a frozen Redis): stalled-job
+recovery puts their jobs back.
 Each call of a batch gets its own reply: a call Redis refused for a passing
 reason (``OOM`` under ``maxmemory-policy noeviction``, ``READONLY`` during a
 failover, ``TRYAGAIN``) puts its results back in the outbox, to be sent again
@@ -209,7 +211,7 @@ class Pipeline:
         self.events = events
         #: Jobs whose completion or failure Redis acknowledged (or refused).
         self.processed = processed
-        #: Set by the worker once it stopped: send what is left, then return.
+        #: Set by :meth:`stop`: send what is left, then return.
         self.stopped = False
         #: Set when the results left could not be sent after the worker stopped.
         self.gave_up = False
@@ -228,7 +230,8 @@ class Pipeline:
         self._token_base = f"{settings.id}:{secrets.token_hex(4)}"
         self._retry_at = 0.0
         self._delay = 0.05
-        self._flush_deadline: float | None = None
+        self._flush_deadline = float("inf")  # loop time the final flush gives up (set by stop())
+        self._flush_timer: asyncio.TimerHandle | None = None
         self._rate_until = 0.0  # loop time a rate-limited queue may start a job again
         self._rate_held: set[int] = set()  # (0-based) queues held back by their rate limit until then
         self._limited = True  # a queue has a concurrency or rate limit (as the last fetch said): never fetch ahead
@@ -251,6 +254,12 @@ class Pipeline:
             if self.gave_up:
                 return
             now = loop.time()
+            if now >= self._flush_deadline:
+                logger.error("giving up flushing %s results to Redis after %.0f s (%s batches unanswered); "
+                             "stalled-job recovery will put their jobs back", len(out), _FINAL_FLUSH_TIMEOUT,
+                             self._inflight)
+                self.gave_up = True
+                return
             if now < self._retry_at:
                 await asyncio.sleep(self._retry_at - now)
                 continue
@@ -340,13 +349,6 @@ class Pipeline:
                 replies = await run_calls_async(self.client, self.scripts, batch.calls(), errors_in_replies=True)
             except REDIS_ERRORS as e:
                 self.outbox.put_back(batch.acks, batch.fails, batch.releases, batch.started)
-                if self.stopped:
-                    self._flush_deadline = self._flush_deadline or loop.time() + _FINAL_FLUSH_TIMEOUT
-                    if loop.time() > self._flush_deadline:
-                        logger.error("giving up flushing %s results to Redis: %s (stalled-job recovery will put "
-                                     "their jobs back)", len(self.outbox), e)
-                        self.gave_up = True
-                        return
                 logger.warning("Redis error in worker %s: %s; retrying in %.2f s", self.settings.id, e, self._delay)
                 self._retry_at = loop.time() + self._delay
                 self._delay = min(self._delay * 2, _MAX_RECONNECT_DELAY)
@@ -472,6 +474,15 @@ class Pipeline:
         self.events.emit("lock_lost", job)
 
     # -- stopping -------------------------------------------------------------------
+    def stop(self) -> None:
+        """The worker stopped: send what is left, then end :meth:`run`; give up ``_FINAL_FLUSH_TIMEOUT`` s
+        from now if that is not done by then (Redis refuses or does not answer)."""
+        loop = asyncio.get_running_loop()
+        self.stopped = True
+        self._flush_deadline = loop.time() + _FINAL_FLUSH_TIMEOUT
+        self._flush_timer = loop.call_at(self._flush_deadline, self.outbox.wake.set)
+        self.outbox.wake.set()
+
     def interrupt(self) -> None:
         """Stop waiting for work (the worker is stopping): cancel the BLPOP, wake the loop."""
         if self._blpop is not None:
@@ -480,9 +491,10 @@ class Pipeline:
 
     async def aclose(self) -> None:
         """Cancel what is still in flight (batches, the BLPOP) and wait for it to end."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._flush_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._flush_timer = None
         rest = [*self._ticks, *([self._blpop] if self._blpop is not None else [])]
         for t in rest:
             t.cancel()

@@ -51,6 +51,11 @@ EXIT_DRAINED = 0
 #: ``run()`` / ``close()`` result when jobs were cut off at shutdown and handed back.
 EXIT_CUT_OFF = 3
 
+#: Seconds a reply may take beyond the longest BLPOP (``block_timeout``) before the worker's connection
+#: counts as gone (a frozen or unreachable Redis). Set explicitly: redis-py's own default (5 s since
+#: redis-py 8, none before) would cut every idle 5 s BLPOP short, or wait forever on a frozen Redis.
+REPLY_TIMEOUT = 5.0
+
 _HAND_BACK_ERRORS: tuple[type[Exception], ...] = (*REDIS_ERRORS, TimeoutError)
 
 
@@ -173,7 +178,8 @@ class Worker:
             raise RuntimeError("this worker is already running")
         s = self.settings
         self._starting, self._close_early = asyncio.Event(), None
-        client = connect_async(s.redis, socket_connect_timeout=5.0, socket_keepalive=True)
+        client = connect_async(s.redis, socket_connect_timeout=5.0, socket_timeout=s.block_timeout + REPLY_TIMEOUT,
+                               socket_keepalive=True)
         run = _Run(self, client)
         try:
             await client.ping()
@@ -293,8 +299,7 @@ class Worker:
             self._exit_code = EXIT_CUT_OFF
             logger.warning("cutting off %s jobs still running after %s s; handing them back", len(ex.running), grace)
             await ex.cut_off(5.0)
-        run.pipeline.stopped = True
-        run.outbox.wake.set()
+        run.pipeline.stop()
 
     async def _abort(self, run: _Run) -> None:
         """run() itself was cancelled: hand back what runs and what is held, best effort, quickly."""

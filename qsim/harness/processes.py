@@ -244,7 +244,10 @@ class WorkerProcesses:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                logger.warning("worker process %s did not stop within %.0f s: killed", wid, timeout)
+                proc.send_signal(signal.SIGUSR1)  # it logs what each of its tasks awaits (qsim.engine.eventloop)
+                time.sleep(1.0)
+                logger.warning("worker process %s did not stop within %.0f s: killed; the end of its log:\n%s",
+                               wid, timeout, self.log_tail(wid, 6000))
                 proc.kill()
                 proc.wait()
         return self.exit_codes()

@@ -378,6 +378,31 @@ def test_idle_worker_blocks_instead_of_polling(redis_url: str, redis_client: red
     asyncio.run(main())
 
 
+def test_an_idle_workers_blpop_runs_its_whole_block_timeout_on_one_connection(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    # redis-py 8 reads with a 5 s socket timeout by default: the worker's own must outlast its BLPOP,
+    # or every idle 5 s block ends in a client-side timeout and a new connection
+    def connections() -> int:
+        return int(redis_client.info("stats")["total_connections_received"])
+
+    async def main() -> None:
+        async def handler(job: Job) -> None:
+            return None
+
+        w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await asyncio.sleep(0.5)
+        before = connections()
+        await asyncio.sleep(6.0)  # more than one whole BLPOP (block_timeout 5 s)
+        after = connections()
+        await w.close()
+        assert await task == EXIT_DRAINED
+        assert after - before == 0, f"{after - before} new connections while idle"
+
+    asyncio.run(main())
+
+
 def test_event_stream_is_capped(redis_url: str, redis_client: redis.Redis) -> None:
     async def main() -> None:
         q = AsyncQueue("q", redis=redis_url, events_maxlen=10)

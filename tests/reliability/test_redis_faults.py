@@ -327,3 +327,44 @@ def test_a_refused_completion_is_sent_again_and_the_rest_of_its_batch_is_used(
     with caplog.at_level("WARNING", logger="qsim.engine.pipeline"):
         asyncio.run(main())
     assert "sending them again" in caplog.text
+
+
+def test_a_worker_told_to_stop_while_redis_is_frozen_still_exits(own_redis: RedisServer, tmp_path: Path) -> None:
+    url = own_redis.url
+    procs: list[subprocess.Popen[bytes]] = []
+    r = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        # Given a worker running 0.3 s jobs (grace 10 s), busy with the first of 60 jobs
+        procs = start_workers(url, 1, tmp_path, work=0.3, concurrency=10, lock=1.0, stalled=0.5)
+        prod = Producer(url, 60, 1000, prefill=60)  # (all added up front: the thread is not started)
+        wait_until(lambda: r.zcard("qsim:{q}:active") >= 5, timeout=30)
+        # When Redis freezes (SIGSTOP) and the worker gets SIGTERM: its results cannot be sent
+        assert own_redis.proc is not None
+        os.kill(own_redis.proc.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        procs[0].send_signal(signal.SIGTERM)
+        # Then it exits anyway, within its grace and the final flush's bound (10 s each), saying it cut off
+        try:
+            code = procs[0].wait(35)
+        except subprocess.TimeoutExpired:
+            os.kill(own_redis.proc.pid, signal.SIGCONT)
+            procs[0].send_signal(signal.SIGUSR1)  # its tasks' stacks, into its log
+            time.sleep(1.0)
+            pytest.fail("the worker did not exit with Redis frozen:\n"
+                        + (tmp_path / "worker0.log").read_text(errors="replace")[-6000:])
+        took = time.monotonic() - t0
+        assert code == 3, (tmp_path / "worker0.log").read_text(errors="replace")[-3000:]
+        # and once Redis is back, a new worker finishes every job: the unsent results were not lost
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
+        (tmp_path / "w2").mkdir()
+        procs += start_workers(url, 1, tmp_path / "w2", work=0.3, concurrency=10, lock=1.0, stalled=0.5)
+        wait_until(lambda: all_done(url, 60), timeout=60, interval=0.1)
+        o = outcome(url, prod.acked)
+        print(f"\nworker SIGTERM'd with Redis frozen: exited after {took:.1f} s (code {code}); "
+              f"afterwards completed {o['completed']}, lost {o['lost']}, run twice {len(o['duplicates'])}")
+        assert o["completed"] == 60 and o["lost"] == 0 and o["dead"] == 0
+    finally:
+        r.close()
+        if own_redis.proc is not None:
+            os.kill(own_redis.proc.pid, signal.SIGCONT)
+        stop_workers(procs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Any
 
 import pytest
 
@@ -54,3 +55,34 @@ def test_worker_command_takes_no_uvloop() -> None:
     args = build_parser().parse_args(["worker", "m:f", "--queue", "q", "--no-uvloop"])
     assert args.no_uvloop is True
     assert build_parser().parse_args(["worker", "m:f", "--queue", "q"]).no_uvloop is False
+
+
+@pytest.mark.parametrize("uvloop", [True, False])
+def test_sigusr1_logs_what_each_task_of_the_process_awaits(uvloop: bool, tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    # Given a process whose main coroutine waits in a function of its own
+    code = ("import asyncio, logging, sys\n"
+            "from qsim.engine.eventloop import run_process\n"
+            "logging.basicConfig(level=logging.WARNING)\n"
+            "async def stuck_in_here():\n"
+            "    print('ready', flush=True)\n"
+            "    await asyncio.sleep(5)\n"
+            "run_process(stuck_in_here())\n")
+    (tmp_path / "stuck.py").write_text(code)
+    env = {**os.environ, NO_UVLOOP_ENV: "" if uvloop else "1"}
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "stuck.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        # When it gets SIGUSR1
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    # Then its log names the task and the line it waits on, and the signal did not end it early
+    assert "SIGUSR1: 1 tasks" in err and "stuck_in_here" in err and "await asyncio.sleep(5)" in err, err
