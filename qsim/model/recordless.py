@@ -192,7 +192,9 @@ class StreamRecords:
         """Hand the waits buffered since the last edge or fold to the open window."""
         for k, buf in enumerate(self._wbuf):
             if len(buf) > self._win_from[k]:
-                self.windows.add_waits(np.frombuffer(buf, dtype=np.float64)[self._win_from[k]:])  # (copied)
+                # a slice of an array is a copy: no view of the live buffer outlives this call (a view kept
+                # anywhere, e.g. in a frame a sampling profiler holds, would make the next append fail)
+                self.windows.add_waits(buf[self._win_from[k]:])
                 self._win_from[k] = len(buf)
 
     def _busy_until(self, t: float) -> float:

@@ -54,7 +54,7 @@ class Timing:
 
     def column(self, types: Sequence[int], service: array[float]) -> array[float]:
         """Every job's hold (types and service times per job), as :meth:`hold` computes each."""
-        svc = np.frombuffer(service, dtype=np.float64) if len(service) else np.zeros(0)
+        svc = np.array(service, dtype=np.float64)  # a copy: no view of the growing column outlives this call
         t = np.asarray(self.timeouts, dtype=np.float64)[np.asarray(types, dtype=np.int64)]
         run = np.where((t > 0) & (t < svc), t, svc) + self.ack
         return array("d", (self.fetch + run if self.fetch else run).tobytes())

@@ -155,6 +155,23 @@ def test_a_window_with_more_waits_than_it_keeps_folds_them_into_a_histogram(monk
         assert b["oldest_age"] == pytest.approx(a["oldest_age"])  # the longest wait is kept exactly
 
 
+def test_a_record_less_run_lends_no_view_of_its_growing_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given whatever receives a window's waits keeps what it was given (as a sampling profiler that holds a
+    # frame keeps its locals: a Dask worker's did, and the run failed with "cannot resize an array that is
+    # exporting buffers")
+    kept: list[Any] = []
+    add = windowstream.WindowSeries.add_waits
+    monkeypatch.setattr(windowstream.WindowSeries, "add_waits", lambda self, values: (kept.append(values),
+                                                                                        add(self, values)))
+    s = dataclasses.replace(Scenario.from_dict(PROFILED), window=13.0)
+    # When a record-less run goes on appending waits after each window's edge, then it finishes
+    streamed = simulate(s, records=False).summary["windows"]
+    # Then it gives the same windows as a run with records
+    assert len(kept) > 3
+    for i, (a, b) in enumerate(zip(simulate(s).summary["windows"], streamed)):
+        close(a, b, f"window {i}")
+
+
 def test_windows_add_up_to_the_whole_run() -> None:
     s = Scenario.from_dict({**PROFILED, "queues": [{"name": "a"}], "pools": [{"name": "p", "queues": ["a"], "workers": 4}],
                             "jobs": [dict(PROFILED["jobs"][0])]})
