@@ -55,6 +55,7 @@ import redis  # noqa: E402
 import redis.asyncio  # noqa: E402
 
 from qsim.engine import Job, Queue, Worker  # noqa: E402
+from qsim.engine.eventloop import run_process  # noqa: E402
 
 __all__ = ["ChaosConfig", "run_chaos", "format_report", "main"]
 
@@ -103,7 +104,7 @@ def worker_main(url: str, queue: str, wid: str, concurrency: int, work: float, l
         finally:
             await r.aclose()
 
-    return asyncio.run(run())
+    return run_process(run(), use_uvloop=False)  # asyncio's loop; SIGUSR1 logs what each task awaits
 
 
 def _spawn(url: str, cfg: ChaosConfig, queue: str, wid: str) -> subprocess.Popen[bytes]:

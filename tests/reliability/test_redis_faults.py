@@ -29,6 +29,7 @@ from reliability_helpers import ROOT, wait_until
 pytestmark = [pytest.mark.redis, pytest.mark.chaos]
 
 CHAOS = str(ROOT / "benchmarks" / "chaos.py")
+LOGS: dict[int, Path] = {}  # each worker process's log, by pid
 
 
 def start_workers(url: str, n: int, logdir: Path, *, work: float, concurrency: int, lock: float, stalled: float,
@@ -40,6 +41,7 @@ def start_workers(url: str, n: int, logdir: Path, *, work: float, concurrency: i
             procs.append(subprocess.Popen([sys.executable, CHAOS, "--worker-proc", url, "q", f"w{i}", str(concurrency),
                                            str(work), str(lock), str(stalled), str(max_stalled)], cwd=ROOT, env=env,
                                           stdout=subprocess.DEVNULL, stderr=log))
+        LOGS[procs[-1].pid] = logdir / f"worker{i}.log"
     return procs
 
 
@@ -52,8 +54,13 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> list[int]:
         try:
             codes.append(p.wait(20))
         except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR1)  # it logs what each of its tasks awaits (qsim.engine.eventloop)
+            time.sleep(1.0)
             p.kill()
             codes.append(p.wait())
+            log = LOGS.get(p.pid)
+            print(f"worker {p.args[5]} did not stop within 20 s of SIGTERM; the end of its log:\n"
+                  + (log.read_text(errors="replace")[-8000:] if log is not None else "(none)"))
     return codes
 
 
