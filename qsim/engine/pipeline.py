@@ -211,8 +211,6 @@ class Pipeline:
         self.events = events
         #: Jobs whose completion or failure Redis acknowledged (or refused).
         self.processed = processed
-        #: Set by :meth:`stop`: send what is left, then return.
-        self.stopped = False
         #: Set when the results left could not be sent after the worker stopped.
         self.gave_up = False
         self._inflight = 0
@@ -474,11 +472,15 @@ class Pipeline:
         self.events.emit("lock_lost", job)
 
     # -- stopping -------------------------------------------------------------------
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called: send what is left, then return."""
+        return self._flush_deadline < float("inf")
+
     def stop(self) -> None:
         """The worker stopped: send what is left, then end :meth:`run`; give up ``_FINAL_FLUSH_TIMEOUT`` s
         from now if that is not done by then (Redis refuses or does not answer)."""
         loop = asyncio.get_running_loop()
-        self.stopped = True
         self._flush_deadline = loop.time() + _FINAL_FLUSH_TIMEOUT
         self._flush_timer = loop.call_at(self._flush_deadline, self.outbox.wake.set)
         self.outbox.wake.set()

@@ -361,21 +361,8 @@ def test_idle_worker_blocks_instead_of_polling(redis_url: str, redis_client: red
         stats = redis_client.info("commandstats")
         return sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_blpop"))
 
-    async def main() -> None:
-        async def handler(job: Job) -> None:
-            return None
-
-        w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, handle_signals=False)
-        task = asyncio.ensure_future(w.run())
-        await asyncio.sleep(0.3)
-        before = script_calls()
-        await asyncio.sleep(1.0)
-        after = script_calls()
-        await w.close()
-        await task
-        assert after - before <= 1, f"{after - before} calls while idle"
-
-    asyncio.run(main())
+    before, after, _ = asyncio.run(_idle_worker(redis_url, script_calls, settle=0.3, idle=1.0))
+    assert after - before <= 1, f"{after - before} calls while idle"
 
 
 def test_an_idle_workers_blpop_runs_its_whole_block_timeout_on_one_connection(
@@ -386,21 +373,25 @@ def test_an_idle_workers_blpop_runs_its_whole_block_timeout_on_one_connection(
     def connections() -> int:
         return int(redis_client.info("stats")["total_connections_received"])
 
-    async def main() -> None:
-        async def handler(job: Job) -> None:
-            return None
+    before, after, code = asyncio.run(_idle_worker(redis_url, connections, settle=0.5, idle=6.0))  # > one BLPOP
+    assert code == EXIT_DRAINED
+    assert after - before == 0, f"{after - before} new connections while idle"
 
-        w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, handle_signals=False)
-        task = asyncio.ensure_future(w.run())
-        await asyncio.sleep(0.5)
-        before = connections()
-        await asyncio.sleep(6.0)  # more than one whole BLPOP (block_timeout 5 s)
-        after = connections()
-        await w.close()
-        assert await task == EXIT_DRAINED
-        assert after - before == 0, f"{after - before} new connections while idle"
 
-    asyncio.run(main())
+async def _idle_worker(redis_url: str, count: Any, *, settle: float, idle: float) -> tuple[int, int, int]:
+    """``count()`` before and after ``idle`` s of a worker with nothing to do (started ``settle`` s earlier),
+    and the worker's exit code."""
+    async def handler(job: Job) -> None:
+        return None
+
+    w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, handle_signals=False)
+    task = asyncio.ensure_future(w.run())
+    await asyncio.sleep(settle)
+    before = count()
+    await asyncio.sleep(idle)
+    after = count()
+    await w.close()
+    return before, after, await task
 
 
 def test_event_stream_is_capped(redis_url: str, redis_client: redis.Redis) -> None:
