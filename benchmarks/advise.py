@@ -41,7 +41,7 @@ from stepped_load import AdviceWatch, Producer, Workers, settled, waits  # noqa:
 from qsim.advise import WORKER_BUDGET, advise  # noqa: E402
 from qsim.calibrate import from_redis  # noqa: E402
 from qsim.harness import RedisServer, run_scenario  # noqa: E402
-from qsim.scenario import Scenario  # noqa: E402
+from qsim.spec.scenario import Scenario  # noqa: E402
 
 SLO, LIMIT, MEAN, CONCURRENCY, START = "p95_wait<=0.5", 0.5, 0.2, 2, 2
 

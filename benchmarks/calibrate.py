@@ -49,7 +49,7 @@ import redis  # noqa: E402
 import qsim.calibrate as cal  # noqa: E402
 from qsim.harness import RedisServer, run_scenario  # noqa: E402
 from qsim.model import simulate  # noqa: E402
-from qsim.scenario import Scenario  # noqa: E402
+from qsim.spec.scenario import Scenario  # noqa: E402
 
 STATS = (("wait", "mean"), ("wait", "p50"), ("wait", "p95"), ("latency", "p50"), ("latency", "p95"))
 

@@ -6,7 +6,12 @@ in a list, in one round trip, after the job's work), so duplicates are
 counted exactly, and two executions of one job that overlap in time (double
 starts: a job run twice at once) too.
 Three worker processes drain the queue while a controller SIGKILLs a random
-one every K seconds and starts a replacement at once. At each kill the
+one every K seconds and starts a replacement at once. Only a worker that has
+run a job is killed (each worker adds its id to ``<queue>:ran`` with its
+executions), and never the only one: on a busy machine a replacement may take
+longer than K seconds to start, and killing workers before they ran anything,
+or the last one running, starved the storm of workers (no stalled check ran,
+recovery waited, and the run timed out). At each kill the
 controller reads Redis's clock and notes the jobs the killed worker held
 (active, locked by it). At the end it prints:
 
@@ -85,7 +90,7 @@ def worker_main(url: str, queue: str, wid: str, concurrency: int, work: float, l
 
     async def run() -> int:
         r = redis.asyncio.Redis.from_url(url)
-        runs, execs = f"{queue}:runs", f"{queue}:execs"
+        runs, execs, ran = f"{queue}:runs", f"{queue}:execs", f"{queue}:ran"
 
         async def handler(job: Job) -> None:
             t0 = time.time()
@@ -94,6 +99,7 @@ def worker_main(url: str, queue: str, wid: str, concurrency: int, work: float, l
             async with r.pipeline(transaction=False) as p:
                 p.hincrby(runs, job.id, 1)
                 p.rpush(execs, f"{job.id} {wid} {t0:.6f} {time.time():.6f}")
+                p.sadd(ran, wid)
                 await p.execute()
 
         w = Worker(queue, handler, redis=url, concurrency=concurrency, lock_duration=lock,
@@ -107,11 +113,30 @@ def worker_main(url: str, queue: str, wid: str, concurrency: int, work: float, l
     return run_process(run(), use_uvloop=False)  # asyncio's loop; SIGUSR1 logs what each task awaits
 
 
-def _spawn(url: str, cfg: ChaosConfig, queue: str, wid: str) -> subprocess.Popen[bytes]:
+def _spawn(url: str, cfg: ChaosConfig, queue: str, wid: str, logdir: Path) -> subprocess.Popen[bytes]:
     args = [sys.executable, __file__, "--worker-proc", url, queue, wid, str(cfg.concurrency), str(cfg.work),
             str(cfg.lock_duration), str(cfg.stalled_interval), str(cfg.max_stalled)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(logdir / f"{wid}.log", "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+
+def _stop(procs: dict[str, subprocess.Popen[bytes]], logdir: Path, log: Any) -> None:
+    """SIGTERM every live worker; one that has not exited 20 s later is asked what its tasks await (SIGUSR1),
+    reported with the end of its log, and killed."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for wid, p in procs.items():
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR1)  # it logs what each of its tasks awaits (qsim.engine.eventloop)
+            time.sleep(1.0)
+            p.kill()
+            p.wait()
+            tail = (logdir / f"{wid}.log").read_text(errors="replace")[-8000:]
+            log(f"  worker {wid} did not stop within 20 s of SIGTERM; the end of its log:\n{tail}")
 
 
 # -- the controller ---------------------------------------------------------------------
@@ -144,6 +169,8 @@ def _phase(url: str, cfg: ChaosConfig, queue: str, n: int, kill: bool, log: Any)
     r = redis.Redis.from_url(url, decode_responses=True)
     q = Queue(queue, redis=url)
     rng = random.Random(cfg.seed)
+    logs = tempfile.TemporaryDirectory(prefix="qsim-chaos-")  # the workers' stderr, read when one does not stop
+    logdir = Path(logs.name)
     try:
         ids = [f"j{i}" for i in range(n)]
         for i in range(0, n, 5000):
@@ -155,7 +182,7 @@ def _phase(url: str, cfg: ChaosConfig, queue: str, n: int, kill: bool, log: Any)
             nonlocal seq
             seq += 1
             wid = f"{queue}-w{seq}"
-            procs[wid] = _spawn(url, cfg, queue, wid)
+            procs[wid] = _spawn(url, cfg, queue, wid, logdir)
 
         for _ in range(cfg.workers):
             start()
@@ -176,29 +203,24 @@ def _phase(url: str, cfg: ChaosConfig, queue: str, n: int, kill: bool, log: Any)
                         log(f"  worker {wid} exited on its own with code {p.returncode}; replacing it")
                         del procs[wid]
                         start()
-                if kill and now >= next_kill:
-                    wid = rng.choice(sorted(procs))
+                ran = r.smembers(f"{queue}:ran") if kill and now >= next_kill else set()
+                victims = sorted(w for w in procs if w in ran)  # (a worker still starting is spared)
+                if len(victims) > 1:  # (and the last one running: recovery needs one)
+                    wid = rng.choice(victims)
                     at = _redis_now(r)
                     procs[wid].send_signal(signal.SIGKILL)
                     procs.pop(wid).wait()
                     start()  # the replacement starts at once
                     kills.append(Kill(at, wid, _held_by(r, q, wid)))
-                    next_kill += cfg.kill_every
+                    next_kill = now + cfg.kill_every
                 time.sleep(0.02)
         finally:
-            for p in procs.values():
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in procs.values():
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            _stop(procs, logdir, log)
         return _analyse(r, q, ids, kills, cfg)
     finally:
         q.close()
         r.close()
+        logs.cleanup()
 
 
 def _pct(xs: list[float], p: float) -> float:
@@ -338,14 +360,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redis", metavar="URL", help="use this Redis (default: a throwaway redis-server)")
     p.add_argument("--i-know-this-is-not-local", action="store_true", dest="confirmed")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON document")
+    p.add_argument("--snippet", action="store_true",
+                   help="also write the report for the docs, as Markdown in docs/snippets/benchmarks/ (chaos-JOBS)")
     a = p.parse_args(argv)
+    started = time.time()
     cfg = ChaosConfig(jobs=a.jobs, baseline_jobs=a.baseline_jobs, workers=a.workers, concurrency=a.concurrency,
                       work=a.work, kill_every=a.kill_every, lock_duration=a.lock_duration,
                       stalled_interval=a.stalled_interval, max_stalled=a.max_stalled, seed=a.seed,
                       timeout=a.timeout)
     log = (lambda s: print(s, file=sys.stderr)) if a.json else print
     if a.redis:
-        from qsim.safety import require_local_or_confirmed
+        from qsim.engine.safety import require_local_or_confirmed
 
         require_local_or_confirmed(a.redis, a.confirmed)
         rep = run_chaos(a.redis, cfg, log)
@@ -355,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
             rep = run_chaos(server.url, cfg, log)
     print(json.dumps(rep, indent=2) if a.json else format_report(rep))
+    if a.snippet:
+        from benchmarks.snippet import write_snippet
+
+        path = write_snippet(f"chaos-{a.jobs}", f"```text\n{format_report(rep)}\n```", started=started)
+        print(f"wrote {path}", file=sys.stderr)
     c = rep["chaos"]
     ok = (c["lost"] == 0 and c["dead"] == 0 and c["duplicates_not_held_at_a_kill"] == 0 and c["unfinished"] == 0
           and c["double_starts"] == 0)

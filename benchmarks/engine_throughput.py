@@ -301,7 +301,7 @@ def peer_table(url: str, n: int, runs: int, qsim_rate: float) -> None:
         print(f"  {label:<18} {'-':>10}   {why}")
 
 
-def bullmq_table(url: str, n: int, runs: int, ceiling: float) -> None:
+def bullmq_table(url: str, n: int, runs: int, ceiling: float) -> str | None:
     """qsim with each accelerator setting against BullMQ on Node, on the same redis-server: the no-op
     drain (``n`` jobs, concurrency 10), the I/O-bound drain (5,000 x 10 ms, concurrency 50) and the
     pickup latency on an idle queue; the systems take turns (order reversed every run), median of ``runs``."""
@@ -310,7 +310,7 @@ def bullmq_table(url: str, n: int, runs: int, ceiling: float) -> None:
     why = bn.node_missing()
     if why:
         print(f"\nBullMQ (Node) skipped: {why}.")
-        return
+        return None
     bq = bn.BullMQ("5")
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     have = accelerators_installed()
@@ -361,6 +361,45 @@ def bullmq_table(url: str, n: int, runs: int, ceiling: float) -> None:
     print(f"  (ratio: the median over the runs of qsim / BullMQ in the same run; 'of asyncio': of {ceiling:,.0f} jobs/s, "
           f"50 bare asyncio tasks awaiting 10 ms; pickup: from the middle of the producer's add call to the handler's "
           f"start)")
+    return markdown_table(figures, ceiling, n, runs, f"Node {node}, bullmq {bq.version}")
+
+
+def markdown_table(figures: dict[str, dict[str, list[float]]], ceiling: float, n: int, runs: int,
+                   versions: str) -> str:
+    """The BullMQ table for the docs: per system the median figures, and every ratio the median over the runs
+    of the two systems' figures in the same run (never a ratio of the two medians)."""
+    base = figures["BullMQ (Node)"]
+
+    def paired(f: dict[str, list[float]], key: str, den: list[float] | None = None) -> float:
+        return statistics.median(x / y for x, y in zip(f[key], den if den is not None else base[key]))
+
+    rows = ["| | no-op drain, concurrency 10 | I/O-bound 10 ms, concurrency 50 | pickup p50 / p95 |",
+            "|---|---|---|---|"]
+    for label, f in figures.items():
+        m = {k: statistics.median(xs) for k, xs in f.items()}
+        of_asyncio = paired(f, "io", [ceiling] * len(f["io"]))
+        if f is base:
+            noop, io = f"{m['noop']:,.0f} jobs/s", f"{m['io']:,.0f} jobs/s ({of_asyncio:.0%} of bare asyncio)"
+        else:
+            noop = f"{m['noop']:,.0f} ({paired(f, 'noop'):.2f}x)"
+            io = f"{m['io']:,.0f} ({paired(f, 'io'):.2f}x; {of_asyncio:.0%})"
+        name = label.replace("prefetch=0", "`prefetch=0`")
+        rows.append(f"| {name} | {noop} | {io} | {m['p50']:.2f} / {m['p95']:.2f} ms |")
+    runs_noop = "; ".join(f"{label} {', '.join(f'{x:,.0f}' for x in f['noop'])}" for label, f in figures.items())
+    return ("\n".join(rows) + "\n\n"
+            f"{versions}; {n:,} jobs per no-op drain, 5,000 per I/O-bound drain; one worker process each, the systems "
+            f"taking turns on one redis-server, median of {runs} runs. Every ratio (x) is the median of the {runs} "
+            f"same-run ratios qsim / BullMQ; the percentage is the median of the same-run I/O-bound rates over bare "
+            f"asyncio's {ceiling:,.0f} jobs/s (50 tasks awaiting 10 ms, no Redis). No-op drain per run, jobs/s: "
+            f"{runs_noop}.\n")
+
+
+def snippet(table: str | None, a: argparse.Namespace, started: float) -> None:
+    """With ``--snippet``, write the BullMQ table where docs/explanation/performance.md includes it."""
+    if a.snippet and table is not None:
+        from benchmarks.snippet import write_snippet
+
+        print(f"wrote {write_snippet(f'engine-vs-bullmq-{a.jobs}', table, started=started)}")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -375,7 +414,11 @@ def main() -> int:
     ap.add_argument("--skip-bullmq", action="store_true", help="do not run BullMQ (Node)")
     ap.add_argument("--only-bullmq", action="store_true",
                     help="only the table against BullMQ (Node), with each accelerator setting")
+    ap.add_argument("--snippet", action="store_true",
+                    help="also write the BullMQ table for the docs, as Markdown in docs/snippets/benchmarks/ "
+                         "(engine-vs-bullmq-JOBS)")
     a = ap.parse_args()
+    started = time.time()
     from redis_server import RedisServer
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -388,7 +431,7 @@ def main() -> int:
                   f"({have})")
             if a.only_bullmq:
                 ceiling = statistics.median(asyncio.run(asyncio_ceiling()) for _ in range(a.runs))
-                bullmq_table(url, a.jobs, a.runs, ceiling)
+                snippet(bullmq_table(url, a.jobs, a.runs, ceiling), a, started)
                 return 0
             single, bulk = enqueue_rates(url, 5000)
             print(f"enqueue, one at a time (sync Queue.add):   {single:10,.0f} jobs/s")
@@ -418,7 +461,7 @@ def main() -> int:
             print(f"  asyncio alone (50 tasks awaiting 10 ms, no Redis): {ceiling:,.0f} jobs/s = {ceiling / 5000:.0%}; "
                   f"qsim reaches {io / ceiling:.0%} of that ({io0 / ceiling:.0%} with prefetch=0)")
             if not a.skip_bullmq:
-                bullmq_table(url, a.jobs, a.runs, ceiling)
+                snippet(bullmq_table(url, a.jobs, a.runs, ceiling), a, started)
             if not a.skip_peers:
                 peer_table(url, a.jobs, a.runs, rows[0][1])
         finally:

@@ -44,13 +44,13 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from qsim.analysis.check import Tolerance, check, unit_of  # noqa: E402
-from qsim.analysis.compare import field_value  # noqa: E402
+from qsim.analysis.fidelity.check import Tolerance, check, unit_of  # noqa: E402
+from qsim.analysis.fidelity.compare import field_value  # noqa: E402
 from qsim.calibrate import probe  # noqa: E402
 from qsim.harness import RedisServer, run_scenario  # noqa: E402
 from qsim.model import simulate  # noqa: E402
-from qsim.scenario import Scenario  # noqa: E402
 from qsim.scenarios import STANDARD, builtin  # noqa: E402
+from qsim.spec.scenario import Scenario  # noqa: E402
 
 Extra = Callable[[Any], float | None]  # a run result (ModelResult or EngineResult) -> value
 

@@ -65,7 +65,7 @@ import numpy as np  # noqa: E402
 from qsim.analysis.theory import TheoryNotApplicable, predict  # noqa: E402
 from qsim.harness import RedisServer, run_scenario  # noqa: E402
 from qsim.model import simulate  # noqa: E402
-from qsim.scenario import Scenario  # noqa: E402
+from qsim.spec.scenario import Scenario  # noqa: E402
 
 FAST_ENGINE = {"lock_duration": 2.0, "stalled_interval": 1.0}
 

@@ -35,8 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qsim import Scenario  # noqa: E402
-from qsim.analysis.plan import parse_slo, plan  # noqa: E402
-from qsim.analysis.sweep import parse_values  # noqa: E402
+from qsim.analysis.plan import plan
+from qsim.analysis.plan.sweep import parse_values  # noqa: E402
+from qsim.analysis.slo.language import parse_slo  # noqa: E402
 
 RATE, MEAN, SLO = 200.0, 1.0, "p95_wait<=0.1"
 PATH = "pools.p.concurrency"

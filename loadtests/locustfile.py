@@ -35,8 +35,9 @@ moment by moment: the peak, not the mean), flows come with their children, and w
 happen to the local pools. Without ``-u`` each producer
 adds at most 20 jobs/s. The qsim options (``--redis-url``, ``--scenario``,
 ``--i-know-this-is-not-local``, ``--qsim-prefix``, ``--rate-scale``, ``--time-scale``, ``--pacing``, ``--drain``,
-``--start-workers``, ``--run-id``) and their environment variables are listed in
-``qsim/loadtest/config.py`` (Locust's ``--help`` does not show a locustfile's own options).
+``--start-workers``, ``--run-id``, ...) and their environment variables are listed in
+``qsim/loadtest/config.py`` and by ``locust -f loadtests --qsim-help`` (Locust prints its ``--help``
+before it imports a locustfile, so that cannot show them).
 """
 
 from locust import events

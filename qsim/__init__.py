@@ -32,16 +32,16 @@ from qsim.errors import (
     TheoryNotApplicable,
     UnrecoverableError,
 )
-from qsim.records import Records
-from qsim.scenario import Scenario
-from qsim.summary import Summary, summarize
+from qsim.results.records import Records
+from qsim.results.summary import Summary, summarize
+from qsim.spec.scenario import Scenario
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
     from qsim.advise import Advice
     from qsim.analysis import plots
-    from qsim.analysis.compare import Comparison
-    from qsim.analysis.plan import SLO
-    from qsim.analysis.report import PlanResult
+    from qsim.analysis.fidelity.compare import Comparison
+    from qsim.analysis.plan.report import PlanResult
+    from qsim.analysis.slo.language import SLO
     from qsim.analysis.theory import TheoryResult
     from qsim.api import (
         advise,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
         compare,
         compare_async,
         load,
+        load_k8s,
         manifest,
         save,
         plan,
@@ -80,7 +81,8 @@ __version__ = "0.1.0"
 _LAZY = {
     **dict.fromkeys(["load", "save", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
                      "compare_async", "plan", "plan_async", "sweep", "sweep_async", "calibrate_async", "probe",
-                     "probe_async", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest"], "qsim.api"),
+                     "probe_async", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest",
+                     "load_k8s"], "qsim.api"),
     "plots": "qsim.analysis.plots",
     # packages that are also verbs (qsim.callable_module): qsim.calibrate(...) and qsim.calibrate.from_redis(...)
     "calibrate": "qsim.calibrate",
@@ -88,9 +90,9 @@ _LAZY = {
     "ModelResult": "qsim.model",
     "EngineResult": "qsim.harness.run",
     "RedisServer": "qsim.harness.server",
-    "Comparison": "qsim.analysis.compare",
-    "PlanResult": "qsim.analysis.report",
-    "SLO": "qsim.analysis.plan",
+    "Comparison": "qsim.analysis.fidelity.compare",
+    "PlanResult": "qsim.analysis.plan.report",
+    "SLO": "qsim.analysis.slo.language",
     "TheoryResult": "qsim.analysis.theory",
     "Calibration": "qsim.calibrate",
     "Overhead": "qsim.calibrate.overhead",
@@ -109,7 +111,7 @@ __all__ = [
     "probe", "probe_async",
     "advise", "advise_async",
     "theory",
-    "autoscaling", "autoscaling_async", "manifest",
+    "autoscaling", "autoscaling_async", "manifest", "load_k8s",
     "plots",
     # what they take and give
     "Scenario", "Records", "Summary", "summarize", "ModelResult", "EngineResult", "Comparison", "PlanResult", "SLO",

@@ -1,6 +1,6 @@
 """The flat API a notebook uses: one verb per task, re-exported by :mod:`qsim` (``qsim.simulate`` ...).
 
-Every verb that takes a system takes it as a :class:`~qsim.scenario.Scenario`,
+Every verb that takes a system takes it as a :class:`~qsim.spec.scenario.Scenario`,
 a TOML path or a built-in name alike (None: ``workshop``, as ``qsim simulate``
 with no file); :func:`load` is that rule. Each verb that takes time has a
 sync and an awaitable form, ``verb`` and ``verb_async``. Both work inside a
@@ -32,6 +32,7 @@ model verb runs it in a thread, so ``await`` keeps a kernel responsive::
 | theory | :func:`theory` | | closed forms (Erlang C, Allen-Cunneen, Cobham) |
 | autoscaling | :func:`autoscaling` | :func:`autoscaling_async` | autoscaling policies against an SLO (``qsim autoscale``; the name ``qsim.autoscale`` is the controllers' package) |
 | manifest | :func:`manifest` | | a policy as a KEDA ScaledObject or an HPA |
+| load_k8s | :func:`load_k8s` | | a cluster's ScaledObject or HPA and Deployment, read as the scenario's |
 
 ``qsim.plots`` is :mod:`qsim.analysis.plots`. A new verb is defined here and
 named in ``qsim.__init__``'s ``_LAZY`` and ``__all__`` (the test of the public
@@ -52,13 +53,16 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 if TYPE_CHECKING:
     from qsim.advise import Advice
-    from qsim.analysis.compare import Comparison
-    from qsim.analysis.plan import SLO, PlanResult
+    from qsim.analysis.autoscaling.contest import AutoscaleResult
+    from qsim.analysis.fidelity.compare import Comparison
+    from qsim.analysis.plan import PlanResult
+    from qsim.analysis.slo.language import SLO
     from qsim.analysis.theory import TheoryResult
+    from qsim.autoscale.k8s_read import K8sRead
     from qsim.calibrate import Calibration
     from qsim.calibrate.overhead import Overhead
     from qsim.harness.run import EngineResult
@@ -66,7 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ScenarioLike", "load", "save", "with_params", "simulate", "simulate_async", "run", "run_async", "compare",
            "compare_async", "plan", "plan_async", "sweep", "sweep_async", "calibrate", "calibrate_async", "probe",
-           "probe_async", "advise", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest"]
+           "probe_async", "advise", "advise_async", "theory", "autoscaling", "autoscaling_async", "manifest",
+           "load_k8s"]
 
 #: What a verb takes as the system: a Scenario, a TOML path, a built-in name, or None (``workshop``).
 ScenarioLike = Scenario | str | os.PathLike[str] | None
@@ -95,14 +100,14 @@ def save(scenario: ScenarioLike, path: str | os.PathLike[str]) -> Path:
         ScenarioError: the scenario holds what TOML cannot (a name with a lone surrogate).
         UsageError: the folder is missing or cannot be written.
     """
-    from qsim.scenario_toml import write_toml
+    from qsim.spec.toml_writer import write_toml
 
     return write_toml(load(scenario), Path(path))
 
 
 def with_params(scenario: ScenarioLike, params: Mapping[str, Any]) -> Scenario:
     """The scenario with dotted paths set (``{"pools.p.concurrency": 8, "duration": 600}``), as ``--vary`` sets them."""
-    from qsim.analysis.sweep import with_params as set_params
+    from qsim.analysis.plan.sweep import with_params as set_params
 
     return set_params(load(scenario), params)
 
@@ -127,10 +132,10 @@ def simulate(scenario: ScenarioLike = None, *, seed: int | None = None, max_jobs
 
 
 def _advisors(s: Scenario) -> Any:
-    """The ``qsim`` autoscalers' advisors (:func:`qsim.analysis.autoscale.advisors`), None without any."""
+    """The ``qsim`` autoscalers' advisors (:func:`qsim.advise.load.advisors`), None without any."""
     if not s.autoscalers:
         return None
-    from qsim.analysis.autoscale import advisors
+    from qsim.advise.load import advisors
 
     return advisors(s) or None
 
@@ -155,7 +160,7 @@ def theory(scenario: ScenarioLike = None) -> TheoryResult:
 
 def _values(vary: Mapping[str, Sequence[Any] | str]) -> dict[str, list[Any]]:
     """``vary`` with ``"1:64"``-style strings (as ``--vary`` takes them) turned into their values."""
-    from qsim.analysis.sweep import parse_values
+    from qsim.analysis.plan.sweep import parse_values
 
     return {path: parse_values(v) if isinstance(v, str) else list(v) for path, v in vary.items()}
 
@@ -163,10 +168,10 @@ def _values(vary: Mapping[str, Sequence[Any] | str]) -> dict[str, list[Any]]:
 def sweep(scenario: ScenarioLike, vary: Mapping[str, Sequence[Any] | str], **options: Any) -> list[dict[str, Any]]:
     """The model at every combination of ``vary`` (values as a list or ``"1:64"``): ``[{"params", "summary"}]``.
 
-    ``options``: those of :func:`qsim.analysis.sweep.sweep` (``seed``, ``max_jobs``, ``processes``,
+    ``options``: those of :func:`qsim.analysis.plan.sweep.sweep` (``seed``, ``max_jobs``, ``processes``,
     ``replications``, ``client``, ``progress``).
     """
-    from qsim.analysis.sweep import sweep as run_sweep
+    from qsim.analysis.plan.sweep import sweep as run_sweep
 
     return run_sweep(load(scenario), _values(vary), **options)
 
@@ -181,15 +186,15 @@ async def sweep_async(scenario: ScenarioLike, vary: Mapping[str, Sequence[Any] |
 def plan(scenario: ScenarioLike, slo: str | SLO | Sequence[str | SLO], vary: Mapping[str, Sequence[Any] | str],
          **options: Any) -> PlanResult:
     """The cheapest setting of ``vary`` that meets every SLO (``qsim plan``): a
-    :class:`~qsim.analysis.report.PlanResult`.
+    :class:`~qsim.analysis.plan.report.PlanResult`.
 
     ``slo``: ``"p95_wait<=2"``, or several; ``vary``: dotted paths to values (a list, or
-    ``"1:64"``). ``options``: those of :func:`qsim.analysis.plan.plan` (``replications``,
+    ``"1:64"``). ``options``: those of :func:`qsim.analysis.plan.planner.plan` (``replications``,
     ``search``, ``minimize``, ``confidence``, ``seed``, ``max_jobs``, ``processes``, ``client``,
     ``progress``).
     """
-    from qsim.analysis.plan import SLO, parse_slo
     from qsim.analysis.plan import plan as run_plan
+    from qsim.analysis.slo.language import SLO, parse_slo
 
     slos = [slo] if isinstance(slo, (str, SLO)) else list(slo)
     return run_plan(load(scenario), [s if isinstance(s, SLO) else parse_slo(s) for s in slos], _values(vary),
@@ -261,7 +266,7 @@ def _summary(run: Any) -> Mapping[str, Any] | None:
 
 
 def compare(scenario: Any = None, redis_url: Any = None, **options: Any) -> Comparison:
-    """Model and engine side by side (``qsim compare``): a :class:`~qsim.analysis.compare.Comparison`.
+    """Model and engine side by side (``qsim compare``): a :class:`~qsim.analysis.fidelity.compare.Comparison`.
 
     ``compare(scenario, redis_url=None, ...)`` runs the scenario on both (``redis_url`` None: a
     throwaway ``redis-server``; ``options``: ``seed``, ``max_jobs``, ``drain_timeout``,
@@ -271,9 +276,10 @@ def compare(scenario: Any = None, redis_url: Any = None, **options: Any) -> Comp
     pair = _pair(scenario, redis_url, options)
     if pair is not None:
         return pair
-    from qsim.analysis.compare import compare as run_both
+    from qsim.advise.load import advisors
+    from qsim.analysis.fidelity.compare import compare as run_both
 
-    return run_both(load(scenario), redis_url, **options)
+    return run_both(load(scenario), redis_url, **{"advisors": advisors, **options})
 
 
 async def compare_async(scenario: Any = None, redis_url: Any = None, **options: Any) -> Comparison:
@@ -281,9 +287,10 @@ async def compare_async(scenario: Any = None, redis_url: Any = None, **options: 
     pair = _pair(scenario, redis_url, options)
     if pair is not None:
         return pair
-    from qsim.analysis.compare import compare_async as run_both
+    from qsim.advise.load import advisors
+    from qsim.analysis.fidelity.compare import compare_async as run_both
 
-    return await run_both(load(scenario), redis_url, **options)
+    return await run_both(load(scenario), redis_url, **{"advisors": advisors, **options})
 
 
 def _pair(first: Any, second: Any, options: Mapping[str, Any]) -> Comparison | None:
@@ -295,7 +302,7 @@ def _pair(first: Any, second: Any, options: Mapping[str, Any]) -> Comparison | N
     if engine is None or options:
         raise TypeError("compare(model, engine) takes two results or Summaries and no options, "
                         f"got {type(second).__name__} and {sorted(options)}")
-    from qsim.analysis.compare import compare_summaries
+    from qsim.analysis.fidelity.compare import compare_summaries
 
     return compare_summaries(model, engine)
 
@@ -303,37 +310,70 @@ def _pair(first: Any, second: Any, options: Mapping[str, Any]) -> Comparison | N
 # --------------------------------------------------------------------------- autoscaling
 
 
-def autoscaling(scenario: ScenarioLike, slo: str | SLO, **options: Any) -> dict[str, Any]:
+def autoscaling(scenario: ScenarioLike, slo: str | SLO, **options: Any) -> AutoscaleResult:
     """Autoscaling policies against an SLO (``qsim autoscale``): the JSON document as a dict.
 
-    ``options``: ``policies``, ``tune_policy``, ``vary``, ``replications``, ``seed``, ``pool``,
-    ``static``, ``processes``, ``client``, ``progress`` (:func:`qsim.analysis.policies.autoscale`).
+    ``options``: ``policies``, ``tune_policy`` (a policy or ``"all"``: tuned on the training seeds, judged on
+    held-out ones), ``vary``, ``replications``, ``held_out``, ``budget``, ``seed``, ``pool``, ``static``,
+    ``cost_per_worker_hour``, ``flap_size``, ``flap_window``, ``tie``, ``processes``, ``client``, ``progress``
+    (:func:`qsim.analysis.autoscaling.contest.autoscale`);
+    the ``qsim`` policy's advisors are :func:`qsim.advise.load.advisors`.
     """
-    from qsim.analysis.policies import autoscale as run_policies
+    from qsim.advise.load import advisors
+    from qsim.analysis.autoscaling.contest import autoscale as run_policies
 
-    return run_policies(load(scenario), slo, **options)
+    return run_policies(load(scenario), slo, **{"advisors": advisors, **options})
 
 
-async def autoscaling_async(scenario: ScenarioLike, slo: str | SLO, **options: Any) -> dict[str, Any]:
+async def autoscaling_async(scenario: ScenarioLike, slo: str | SLO, **options: Any) -> AutoscaleResult:
     """:func:`autoscaling` in a worker thread."""
     s = load(scenario)
     return await asyncio.to_thread(autoscaling, s, slo, **options)
 
 
 def manifest(kind: str, scenario: ScenarioLike, policy: Mapping[str, Any] | None = None, *, pool: str | None = None,
-             note: str = "") -> str:
+             note: str = "", target: str = "qsim", prefix: str = "bull") -> str:
     """A KEDA ScaledObject (``kind="keda"``) or an HPA (``"hpa"``) of an autoscaler, as YAML text.
 
     ``policy``: the autoscaler's TOML keys (an :func:`autoscaling` document's ``tuned["params"]`` or a
     policy's ``params``); None: the scenario's own autoscaler of ``pool`` (its first one by default).
+    ``target``: whose queue the trigger reads, ``"qsim"`` or ``"bullmq"`` (keys under ``prefix``);
+    ``qsim autoscale --emit`` writes it with the Deployments it needs (:func:`qsim.autoscale.emit.emit`).
     """
-    from qsim.analysis.autoscale import autoscaled_pool
-    from qsim.analysis.manifest import manifest as write
-    from qsim.analysis.policies import policy_table
+    from qsim.analysis.autoscaling.contest import policy_table
+    from qsim.analysis.autoscaling.runs import autoscaled_pool
+    from qsim.autoscale.manifest import manifest as write
 
     s = load(scenario)
     name = autoscaled_pool(s, pool)
-    return write(kind, s, name, policy if policy is not None else policy_table(s, name), note=note)
+    return write(kind, s, name, policy if policy is not None else policy_table(s, name), note=note, target=target,
+                 prefix=prefix)
+
+
+def load_k8s(files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], scenario: ScenarioLike = None, *,
+             pool: str | None = None, slo: str | None = None, ignore_unknown: bool = False) -> K8sRead:
+    """A cluster's autoscaler (a KEDA ScaledObject or an autoscaling/v2 HPA) and its worker Deployment, read
+    as the scenario's ``[[autoscalers]]`` table and pool settings (``qsim autoscale --k8s``).
+
+    ``files``: YAML files (several documents each is fine); ``scenario``: whose pool they scale (``pool``,
+    default its first autoscaled pool, else its only one; the objects' queues are checked against it);
+    ``slo``: the advisor's SLO when the Deployment carries no ``--advise-slo``; ``ignore_unknown``: list the
+    fields qsim cannot honour in ``ignored`` instead of raising. The result's ``autoscaler`` is a table
+    ``Scenario.from_dict`` accepts; :func:`qsim.autoscale.k8s_read.apply_k8s` puts it into the scenario.
+
+    Raises:
+        ScenarioError: a field qsim cannot honour or a value outside the Kubernetes/KEDA API's range,
+            naming the file, the object and the field.
+    """
+    from qsim.analysis.autoscaling.runs import autoscaled_pool
+    from qsim.autoscale.k8s_read import apply_k8s, read_objects
+
+    s = load(scenario)
+    name = autoscaled_pool(s, pool)
+    paths = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    read = read_objects(paths, s.pool(name).queues, slo=slo, ignore_unknown=ignore_unknown)
+    apply_k8s(s, name, read)  # raises if the scenario does not accept what was read
+    return read
 
 
 # --------------------------------------------------------------------------- measured jobs

@@ -10,7 +10,8 @@ Every error qsim raises on purpose derives from :class:`QsimError`::
     ├── CalibrationError (also ValueError)  measured jobs cannot be calibrated (qsim.calibrate)
     ├── ToleranceError (also ValueError)   a `qsim compare --check` tolerance file is invalid
     ├── UsageError (also ValueError)       an argument cannot be used: a Redis URL that is not one,
-    │                                      an output path whose folder is missing or not writable
+    │   │                                  an output path whose folder is missing or not writable
+    │   └── UnencodableText                a job id, name or key UTF-8 cannot encode (a lone surrogate)
     ├── EngineError                        the engine could not do what was asked
     │   ├── JobNotFound (also KeyError)    no job with that id
     │   ├── LockLost                       the worker no longer holds a job's lock
@@ -35,6 +36,7 @@ __all__ = [
     "CalibrationError",
     "ToleranceError",
     "UsageError",
+    "UnencodableText",
     "EngineError",
     "JobNotFound",
     "LockLost",
@@ -87,6 +89,12 @@ class UsageError(QsimError, ValueError):
     (``redis://host:port/db``, ``rediss://``, ``unix://``, ``redis+cluster://``), or an
     output path whose folder does not exist or cannot be written. The message names
     the option or the value, e.g. ``--out a/b/x.toml: the folder a/b does not exist``."""
+
+
+class UnencodableText(UsageError):
+    """Raised when a job id, job name, queue name or rate-limit key holds text that UTF-8 cannot encode
+    (a lone surrogate such as ``"\\udcff"``, which Python makes of a shell argument's bytes that are not
+    UTF-8): it cannot name anything in Redis. The message names the argument and the value."""
 
 
 class EngineError(QsimError):

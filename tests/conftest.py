@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,12 +11,23 @@ import pytest
 import redis
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bullmq_node import node_missing  # noqa: E402
+from hypothesis_budget import register_profiles  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
+
+register_profiles()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--long", action="store_true",
                      help="also run the long end-to-end tests (marker 'long'); `-m long` runs only them")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under CI (``CI=true``) the BullMQ tests must run: a missing Node.js fails the run instead of skipping them."""
+    why = node_missing()
+    if os.environ.get("CI") == "true" and why:
+        raise pytest.UsageError(f"CI runs the BullMQ tests, but {why} (tests/run.sh installs them with apt-get)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from qsim import dists
 from qsim.calibrate.arrivals import ArrivalFit
+from qsim.spec import dists
 
 #: 120 s at each rate: the fitted rate of a 10/s segment has a standard error under 3% (1,200 jobs), so
 #: 10% is more than three of them (in a study of 150 seeds the largest error was 7.9%).

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "wait_until"]
+__all__ = ["ROOT", "wait_until", "busy_factor", "timing_allowance"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,3 +23,18 @@ def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float =
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+
+def busy_factor() -> float:
+    """How much busier than one runnable task per core the machine has been over the last minute (>= 1).
+
+    The load average per core: 1 on an idle or exactly loaded machine, 3 when three tasks want each
+    core. Timing bounds that a busy machine's scheduling stretches are scaled by it (the machine's own
+    baseline, measured at the time of the test), so a check holds beside other work.
+    """
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def timing_allowance(idle: float) -> float:
+    """``idle`` s of allowed lateness, stretched by :func:`busy_factor`."""
+    return idle * busy_factor()

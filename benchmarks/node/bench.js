@@ -1,6 +1,7 @@
 // BullMQ (Node) side of benchmarks/engine_throughput.py: the same drains and pickup test as qsim's.
 //
 // node bench.js fill   '<JSON config>'   add `n` jobs named "noop" with addBulk (batches of 1000), then exit
+// node bench.js add    '<JSON config>'   add `n` jobs named "noop" one `add` call each (as a service adds them)
 // node bench.js work   '<JSON config>'   a Worker with `concurrency` running `handler` until SIGTERM;
 //                                         prints "ready" once connected
 // node bench.js pickup '<JSON config>'   add `n` jobs one at a time, `gap_ms` apart, to an idle queue;
@@ -35,6 +36,12 @@ async function fill(cfg) {
   await q.close();
 }
 
+async function add(cfg) {
+  const q = new Queue(cfg.queue, { connection: connection(cfg.redis), prefix: cfg.prefix });
+  for (let i = 0; i < cfg.n; i++) await q.add('noop', null);
+  await q.close();
+}
+
 async function pickup(cfg) {
   const q = new Queue(cfg.queue, { connection: connection(cfg.redis), prefix: cfg.prefix });
   const added = {};  // job id -> the middle of its add call (ms): when it reached Redis, near enough
@@ -55,9 +62,9 @@ async function work(cfg) {
 }
 
 const [cmd, raw] = process.argv.slice(2);
-const run = { fill, work, pickup }[cmd];
+const run = { fill, add, work, pickup }[cmd];
 if (!run) {
-  process.stderr.write('usage: node bench.js fill|work|pickup \'<JSON config>\'\n');
+  process.stderr.write('usage: node bench.js fill|add|work|pickup \'<JSON config>\'\n');
   process.exit(2);
 }
 run(JSON.parse(raw)).catch((e) => { process.stderr.write(String((e && e.stack) || e) + '\n'); process.exit(1); });

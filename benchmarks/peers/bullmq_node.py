@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bullmq_node import BullMQ, node_missing  # noqa: E402
 
-__all__ = ["BullMQ", "node_missing", "drain", "pickup_latency"]
+__all__ = ["BullMQ", "node_missing", "drain", "pickup_latency", "stop", "fields"]
 
 QUEUE, PREFIX = "bench", "bull"
 
@@ -45,7 +45,8 @@ def _worker(bq: BullMQ, url: str, concurrency: int, handler: str) -> subprocess.
     return p
 
 
-def _stop(p: subprocess.Popen[str]) -> None:
+def stop(p: subprocess.Popen[Any]) -> None:
+    """SIGTERM a worker process, SIGKILL it after 30 s, close its pipe."""
     p.send_signal(signal.SIGTERM)
     try:
         p.wait(30)
@@ -64,7 +65,7 @@ def _wait_completed(client: redis.Redis, n: int, p: subprocess.Popen[str], timeo
         time.sleep(0.05)
 
 
-def _fields(client: redis.Redis, n: int, *names: str) -> list[list[Any]]:
+def fields(client: redis.Redis, n: int, *names: str) -> list[list[Any]]:
     pipe = client.pipeline(transaction=False)
     for i in range(1, n + 1):
         pipe.hmget(f"{PREFIX}:{QUEUE}:{i}", *names)
@@ -81,8 +82,8 @@ def drain(bq: BullMQ, url: str, n: int, concurrency: int, handler: str = "noop")
         try:
             _wait_completed(client, n, p)
         finally:
-            _stop(p)
-        stamps = _fields(client, n, "processedOn", "finishedOn")
+            stop(p)
+        stamps = fields(client, n, "processedOn", "finishedOn")
         first = min(int(s) for s, _ in stamps)
         last = max(int(f) for _, f in stamps)
         return n / ((last - first) / 1000.0)
@@ -104,7 +105,7 @@ def pickup_latency(bq: BullMQ, url: str, n: int = 300, gap_ms: int = 5) -> list[
             added = json.loads(done.stdout.strip().splitlines()[-1])
             _wait_completed(client, n, p)
         finally:
-            _stop(p)
-        return sorted(float(rv) - added[str(i)] for i, (rv,) in enumerate(_fields(client, n, "returnvalue"), 1))
+            stop(p)
+        return sorted(float(rv) - added[str(i)] for i, (rv,) in enumerate(fields(client, n, "returnvalue"), 1))
     finally:
         client.close()

@@ -4,7 +4,7 @@ A queue that is already running has everything a plan needs: its measured jobs
 in Redis. :func:`advise` calibrates a scenario from the jobs enqueued in the
 last ``window`` (:mod:`qsim.calibrate`, read-only) and plans the least workers,
 at the pool's concurrency, that meet the SLOs with confidence
-(:mod:`qsim.analysis.plan`); :func:`watch` repeats it, and :class:`Advisor`
+(:mod:`qsim.analysis.plan.planner`); :func:`watch` repeats it, and :class:`Advisor`
 does so in the background of a worker and exports ``qsim_recommended_workers``
 for an autoscaler (:mod:`qsim.advise.live`).
 

@@ -10,7 +10,7 @@ plain arithmetic on its fits (no model run):
 - **limits**: a queue whose needed job starts per second reach its rate limit
   (``max / per``), or whose offered load reaches its concurrency limit, keeps
   growing whatever the number of workers: :func:`blocked` says so in words;
-- **search range** for the worker count at concurrency ``c``: from the least
+- **search range** (:func:`qsim.analysis.plan.search.search_range`) for the worker count at concurrency ``c``: from the least
   count that keeps the pool at most :data:`MAX_UTILIZATION` busy (with fewer
   slots than the load the queue grows; close to that, the waits a model run
   of a few thousand jobs shows depend on the run's length rather than the
@@ -31,16 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from qsim.analysis.plan.search import LOW_UTILIZATION, MAX_UTILIZATION, search_range
 from qsim.calibrate.pools import PoolFit, runs_of
 from qsim.calibrate.report import Calibration, TypeFit
 
 __all__ = ["attempts_per_job", "type_load", "pool_load", "blocked", "limit_workers", "search_range",
            "busy_share", "Shutdown", "shutdown_for", "MAX_UTILIZATION", "LOW_UTILIZATION", "RUN_MARGIN", "EXIT_MARGIN"]
 
-#: The search range's bottom: the least worker count at which the pool is at most this busy.
-MAX_UTILIZATION = 0.95
-#: The search range's top: a worker count at which the pool is at most this busy.
-LOW_UTILIZATION = 0.3
 #: Without a job timeout, the longest run a drain must allow is the longest measured one times this.
 RUN_MARGIN = 1.5
 #: Seconds added to the drain for handing cut-off jobs back and the process's exit.
@@ -95,14 +92,6 @@ def limit_workers(cal: Calibration, pool: PoolFit, concurrency: int) -> int | No
     return max(1, math.ceil(sum(int(lim) for lim in limits if lim is not None) / concurrency))
 
 
-def search_range(load: float, concurrency: int, current: int, *, max_workers: int,
-                 cap: int | None = None) -> tuple[int, int]:
-    """``(lo, hi)``: the worker counts worth simulating (see the module docstring); lo may exceed max_workers."""
-    lo = max(1, math.ceil(load / (concurrency * MAX_UTILIZATION) - 1e-9))
-    hi = max(lo + 7, math.ceil(load / (concurrency * LOW_UTILIZATION)), 2 * current)
-    if cap is not None:
-        hi = min(hi, max(cap, lo))
-    return lo, min(hi, max_workers)
 
 
 def _pool_runs(cal: Calibration, pool: PoolFit) -> tuple[np.ndarray, np.ndarray]:

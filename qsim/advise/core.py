@@ -21,7 +21,7 @@ into an :class:`~qsim.advise.result.Advice`:
    words (``recommended_workers`` None and a ``reason``), it does not plan.
 3. **The plan.** The calibrated scenario, its pool at ``concurrency``, is run
    long enough for about ``jobs_per_run`` jobs per replication (a tenth of it
-   warm-up), and :func:`qsim.analysis.plan.plan` finds the least
+   warm-up), and :func:`qsim.analysis.plan.planner.plan` finds the least
    ``pools.<pool>.workers`` in the search range whose confidence interval
    meets every SLO (``replications``, ``confidence``, ``search="auto"``:
    bisection). Replication ``r`` uses seed ``seed + r``: the same data gives
@@ -49,15 +49,17 @@ from qsim.advise.capacity import (
     shutdown_for,
 )
 from qsim.advise.result import Advice, NoJobsInWindow
-from qsim.analysis.plan import SLO, parse_slo, plan
-from qsim.analysis.report import PlanResult
+from qsim.analysis.plan import plan
+from qsim.analysis.plan.report import PlanResult
+from qsim.analysis.slo.language import SLO, parse_slo
 from qsim.calibrate import MIN_JOBS, from_bullmq, from_redis
 from qsim.calibrate.measured import parse_when
 from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.report import Calibration
-from qsim.dists import BurstArrivals, PoissonArrivals
 from qsim.errors import CalibrationError, ScenarioError
-from qsim.scenario import Scenario
+from qsim.spec.dists import BurstArrivals, PoissonArrivals
+from qsim.spec.redis_cost import DEFAULT_CEILING, check_ceiling
+from qsim.spec.scenario import Scenario
 
 __all__ = ["advise", "advise_from", "parse_slos", "parse_window", "planned_scenario", "sized_scenario",
            "steady_calibration", "DEFAULT_WINDOW", "DEFAULT_JOBS_PER_RUN",
@@ -75,7 +77,7 @@ SOURCES = ("qsim", "bullmq")
 
 
 def parse_slos(slo: str | SLO | Sequence[str | SLO], *, option: str = "--slo") -> list[SLO]:
-    """One SLO or several, as text (``p95_wait<=2``) or :class:`~qsim.analysis.slo.SLO`;
+    """One SLO or several, as text (``p95_wait<=2``) or :class:`~qsim.analysis.slo.language.SLO`;
     ``option`` names where they came from in errors (``--advise-slo`` in ``qsim worker``)."""
     items = [slo] if isinstance(slo, (str, SLO)) else list(slo)
     if not items:
@@ -216,10 +218,21 @@ def advise_from(cal: Calibration, slo: str | SLO | Sequence[str | SLO], *, queue
                 replications: int | str = "auto", confidence: float = 0.95, search: str = "auto",
                 jobs_per_run: int = DEFAULT_JOBS_PER_RUN, seed: int = 0, processes: int | None = None,
                 pre_stop: float = 0.0, window: str | None = None,
-                progress: Callable[[float], None] | None = None) -> Advice:
-    """The advice for a calibration (see the module docstring); ``queues`` default to every calibrated one."""
+                progress: Callable[[float], None] | None = None, redis_ceiling: float = DEFAULT_CEILING,
+                redis_cpu_per_job_us: float | None = None) -> Advice:
+    """The advice for a calibration (see the module docstring); ``queues`` default to every calibrated one.
+
+    ``redis_ceiling`` and ``redis_cpu_per_job_us`` price Redis at the recommendation as ``qsim plan`` does
+    (:mod:`qsim.analysis.plan.redis_load`): the advice's ``redis``, and a warning above the ceiling.
+    """
     t0, cpu0 = time.monotonic(), _cpu()
     slos = parse_slos(slo)
+    try:
+        check_ceiling(redis_ceiling)
+    except ValueError as e:
+        raise ScenarioError(str(e)) from None
+    if redis_cpu_per_job_us is not None and not (redis_cpu_per_job_us > 0 and math.isfinite(redis_cpu_per_job_us)):
+        raise ScenarioError(f"--redis-cpu-per-job must be > 0, got {redis_cpu_per_job_us}")
     if concurrency is not None and concurrency < 1:
         raise ScenarioError(f"--concurrency must be >= 1, got {concurrency}")
     if max_workers < 1:
@@ -244,11 +257,13 @@ def advise_from(cal: Calibration, slo: str | SLO | Sequence[str | SLO], *, queue
         reason = (f"the offered load of {load:.4g} busy slots needs more than --max-workers {max_workers} workers "
                   f"of concurrency {c}")
     result: PlanResult | None = None
+    redis: dict[str, Any] | None = None
     recommended: int | None = None
     predicted: dict[str, Any] | None = None
     if reason is None:
         result = plan(scenario, slos, {path: list(range(lo, hi + 1))}, seed=seed, replications=replications,
-                      confidence=confidence, search=search, processes=processes, progress=progress)
+                      confidence=confidence, search=search, processes=processes, progress=progress,
+                      redis_ceiling=redis_ceiling, redis_cpu_per_job_us=redis_cpu_per_job_us)
         best = result["recommended"]
         if best is not None:
             recommended = int(best[path])
@@ -256,6 +271,8 @@ def advise_from(cal: Calibration, slo: str | SLO | Sequence[str | SLO], *, queue
             predicted = _predicted(point) if point else None
         else:
             reason = _miss(slos, lo, hi, _point(result, path, hi), cap, c)
+        redis = result.get("redis") if best is not None else None
+        warnings += list(result.get("warnings", [])) if best is not None else []
     measured = cal.measured_summary()
     return Advice(
         queues=tuple(names), slos=tuple(str(s) for s in slos), window=window, recommended_workers=recommended,
@@ -268,7 +285,7 @@ def advise_from(cal: Calibration, slo: str | SLO | Sequence[str | SLO], *, queue
                    {"points_simulated": 0, "runs": 0})},
         shutdown=shutdown_for(cal, pool, pre_stop=pre_stop), at=cal.window[1],
         seconds=time.monotonic() - t0, cpu_seconds=_cpu() - cpu0,
-        warnings=tuple(warnings) + cal.warnings, scenario=scenario, calibration=cal, plan=result)
+        warnings=tuple(warnings) + cal.warnings, scenario=scenario, calibration=cal, plan=result, redis=redis)
 
 
 def advise(url: str, queues: str | Sequence[str], slo: str | SLO | Sequence[str | SLO], *,

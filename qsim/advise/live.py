@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 
 from qsim.advise.core import DEFAULT_WINDOW, advise, parse_slos, parse_window
 from qsim.advise.result import Advice, NoJobsInWindow, Unavailable
-from qsim.analysis.plan import SLO
+from qsim.analysis.slo.language import SLO
 from qsim.errors import QsimError
 
 __all__ = ["AdviceProcess", "watch", "Advisor", "LatestAdvice", "AdviceCollector", "WORKER_BUDGET", "DEFAULT_EVERY",
@@ -239,6 +239,10 @@ class Advisor(LatestAdvice):
         advisor.start()
         ...
         advisor.close()
+
+    or, started and closed with the worker's run (a lifecycle hook, :mod:`qsim.engine.hooks`)::
+
+        worker.add_hook(advisor)
     """
 
     def __init__(self, url: str, queues: str | Sequence[str], slo: Any, *, every: float = DEFAULT_EVERY,
@@ -265,6 +269,14 @@ class Advisor(LatestAdvice):
             self.update(item)
             if isinstance(item, Advice):
                 logger.info("advice: %s (%.2f s CPU)", item.line(), item.cpu_seconds)
+
+    async def on_start(self, worker: Any) -> None:
+        """As a worker's lifecycle hook (:mod:`qsim.engine.hooks`): :meth:`start`."""
+        self.start()
+
+    async def on_stop(self, worker: Any) -> None:
+        """As a worker's lifecycle hook: :meth:`close`."""
+        self.close()
 
     def close(self) -> None:
         """Stop the thread and the helper process."""

@@ -11,7 +11,7 @@ is constant for cv < 0.05, exponential for cv within 0.15 of 1, else gamma with 
 mean and cv), the pool at its concurrency, runs of :data:`WORKER_BUDGET`'s
 ``jobs_per_run`` jobs with its replications, the same search range
 (:func:`~qsim.advise.capacity.search_range`) and the same plan
-(:func:`qsim.analysis.plan.plan`, bisection) as :func:`~qsim.advise.advise_from`.
+(:func:`qsim.analysis.plan.planner.plan`, bisection) as :func:`~qsim.advise.advise_from`.
 
 The answers are remembered per measured load, rounded to a grid (the rate to
 :data:`GRID` relative steps, the mean service to :data:`SERVICE_GRID`, the cv
@@ -30,15 +30,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from qsim import dists
 from qsim.advise.capacity import search_range
 from qsim.advise.core import DEFAULT_MAX_WORKERS, parse_slos, sized_scenario
 from qsim.advise.live import WORKER_BUDGET
-from qsim.analysis.plan import SLO, plan
+from qsim.analysis.plan import plan
+from qsim.analysis.slo.language import SLO
+from qsim.autoscale.build import needs_advice
 from qsim.autoscale.observe import Observation
-from qsim.scenario import JobType, PoolSpec, QueueSpec, Scenario
+from qsim.spec import dists
+from qsim.spec.scenario import JobType, PoolSpec, QueueSpec, Scenario
 
-__all__ = ["LoadAdvisor", "GRID"]
+__all__ = ["LoadAdvisor", "GRID", "advisors"]
 
 #: Relative step of the grid the measured rate is rounded to.
 GRID = 0.05
@@ -132,3 +134,14 @@ class LoadAdvisor:
                       processes=self.budget["processes"])
         best = result["recommended"]
         return int(best[path]) if best is not None else None
+
+
+def advisors(scenario: Scenario) -> dict[str, LoadAdvisor]:
+    """A :class:`LoadAdvisor` per autoscaler that scales on the recommendation (pool -> advisor).
+
+    Its plans use seeds from 0, whatever the run's seed (a deployed advisor's own
+    default): every run asks the same questions, and one process answers each once.
+    """
+    return {a.pool: LoadAdvisor(str(a.params()["slo"]), concurrency=scenario.pool(a.pool).concurrency,
+                                max_workers=max(a.max, 1))
+            for a in scenario.autoscalers if needs_advice(a)}

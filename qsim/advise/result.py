@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from qsim.advise.capacity import Shutdown
-from qsim.analysis.report import PlanResult
+from qsim.analysis.plan.report import PlanResult
 from qsim.calibrate.report import Calibration
-from qsim.display import bullets, page, para
 from qsim.errors import CalibrationError
-from qsim.scenario import Scenario
+from qsim.results.display import bullets, page, para, sig
+from qsim.spec.redis_cost import describe
+from qsim.spec.scenario import Scenario
 
 __all__ = ["Advice", "Unavailable", "NoJobsInWindow", "changes", "stamp", "RATE_CHANGE", "UTILIZATION_CHANGE"]
 
@@ -41,10 +42,6 @@ def stamp(t: float) -> str:
     return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _g(x: float | None, unit: str = "") -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}{unit}"
-
-
 @dataclass(frozen=True)
 class Advice:
     """How many workers the pool of ``queues`` needs to meet ``slos``, and why.
@@ -61,6 +58,8 @@ class Advice:
         search: The worker range searched and the plan's budget.  shutdown: Drain and termination grace.
         at: The window's end (Redis clock).  seconds, cpu_seconds: What computing the advice took.
         scenario: The planned scenario (the pool at ``concurrency``).  calibration: The fits.  plan: The plan.
+        redis: At the recommendation: the Redis load it implies, as ``qsim plan``'s ``"redis"`` (None: no
+            recommendation).
     """
 
     queues: tuple[str, ...]
@@ -86,6 +85,7 @@ class Advice:
     plan: PlanResult | None = field(default=None, repr=False)
     window: str | None = None
     warnings: tuple[str, ...] = ()
+    redis: dict[str, Any] | None = None
 
     @property
     def queue(self) -> str:
@@ -156,6 +156,7 @@ class Advice:
             "plan_command": self.plan_command(toml), "shutdown": self.shutdown.as_dict(),
             "overhead": cal.overhead.as_dict(), "source": cal.measured.source, "at": self.at,
             "seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "warnings": list(self.warnings),
+            "redis": self.redis,
             "scenario": self.scenario.to_dict(),
         }
 
@@ -178,7 +179,7 @@ class Advice:
         return (f"measured {where}({self.measured.get('jobs', 0):,} jobs over {end - start:.4g} s): arrival "
                 f"{self.arrival_rate:.4g}/s, "
                 f"service {self.service_text()}, load {self.offered_load:.3g} busy slots, utilization "
-                f"{_g(self.utilization)} on {self.current_workers} x {self.concurrency}, wait p95 {_g(w.get('p95'), ' s')}")
+                f"{sig(self.utilization)} on {self.current_workers} x {self.concurrency}, wait p95 {sig(w.get('p95'), ' s')}")
 
     def _predicted_line(self) -> str:
         s = self.search
@@ -189,9 +190,9 @@ class Advice:
         p = self.predicted
         ci = (p.get("metrics", {}).get("p95_wait") or {}).get("ci")
         band = f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
-        return (f"predicted at {self.recommended_workers}: wait p50 {_g(p['wait'].get('p50'), ' s')} "
-                f"p95 {_g(p['wait'].get('p95'), ' s')}{band} p99 {_g(p['wait'].get('p99'), ' s')}, utilization "
-                f"{_g(p.get('utilization'))} ({how})")
+        return (f"predicted at {self.recommended_workers}: wait p50 {sig(p['wait'].get('p50'), ' s')} "
+                f"p95 {sig(p['wait'].get('p95'), ' s')}{band} p99 {sig(p['wait'].get('p99'), ' s')}, utilization "
+                f"{sig(p.get('utilization'))} ({how})")
 
     def line(self) -> str:
         """One line of the key figures (what ``--watch`` prints)."""
@@ -199,17 +200,20 @@ class Advice:
         p95 = self.predicted_wait("p95")
         pred = f", predicted p95 wait {p95:.3g} s" if p95 is not None else ""
         return (f"{self.queue}: recommended {rec} for {' and '.join(self.slos)}{pred}; arrival "
-                f"{self.arrival_rate:.4g}/s, service {self.service_mean:.3g} s, utilization {_g(self.utilization)} "
+                f"{self.arrival_rate:.4g}/s, service {self.service_mean:.3g} s, utilization {sig(self.utilization)} "
                 f"on {self.current_workers} workers" + (f"; {self.reason}" if self.reason else ""))
 
     def __repr__(self) -> str:
-        lines = [self.headline(), "  " + self._measured_line(), "  " + self._predicted_line(),
-                 f"  shutdown: {self.shutdown}"]
+        lines = [self.headline(), "  " + self._measured_line(), "  " + self._predicted_line()]
+        if self.redis is not None:
+            lines.append("  " + describe(self.redis))
+        lines.append(f"  shutdown: {self.shutdown}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        return page(para("", bold=self.headline()), para(self._measured_line()), para(self._predicted_line()),
+        redis = para(describe(self.redis).removeprefix("redis: "), bold="Redis:") if self.redis else ""
+        return page(para("", bold=self.headline()), para(self._measured_line()), para(self._predicted_line()), redis,
                     para(str(self.shutdown), bold="shutdown:"), self.calibration.html_table(), bullets(self.warnings))
 
 
@@ -287,5 +291,5 @@ def changes(before: Advice | Unavailable | None, after: Advice | Unavailable) ->
     u0, u1 = before.utilization, after.utilization
     if not (math.isnan(u0) and math.isnan(u1)) and (math.isnan(u0) or math.isnan(u1) or
                                                     abs(u1 - u0) >= UTILIZATION_CHANGE):
-        out.append(f"utilization {_g(u0)} -> {_g(u1)}")
+        out.append(f"utilization {sig(u0)} -> {sig(u1)}")
     return out

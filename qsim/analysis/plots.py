@@ -13,11 +13,11 @@ as the last expression of a cell, the CLI saves it with ``fig.savefig``.
   :func:`quantile_comparison` draws the wait and latency quantiles of several
   runs (model and engine) side by side;
 - :func:`sweep_metric` and :func:`model_vs_theory` read the points of
-  :func:`~qsim.analysis.sweep.sweep` or :func:`~qsim.analysis.plan.plan`
+  :func:`~qsim.analysis.plan.sweep.sweep` or :func:`~qsim.analysis.plan.planner.plan`
   (``[{"params": {...}, "summary": Summary}]``); :func:`model_theory_table` is
   the table behind :func:`model_vs_theory`; :func:`plan_plot` draws a plan's
   points with their confidence intervals (``qsim plan --plot``);
-  :func:`~qsim.analysis.scaleplots.autoscaling_plot` draws autoscaled runs' workers and p95 wait over time.
+  :func:`~qsim.analysis.autoscaling.plots.autoscaling_plot` draws autoscaled runs' workers and p95 wait over time.
 
 :func:`set_notebook_dpi` is the one function that changes global state (matplotlib's
 ``figure.dpi``), on request: notebooks call it once so their committed PNGs stay small.
@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from qsim.analysis.plan import SLO, parse_slo
-from qsim.analysis.scaleplots import autoscaling_plot
-from qsim.analysis.sweep import with_params
+from qsim.analysis.autoscaling.plots import autoscaling_plot
+from qsim.analysis.plan.sweep import with_params
+from qsim.analysis.slo.language import SLO, parse_slo
 from qsim.analysis.theory import predict
 from qsim.errors import TheoryNotApplicable
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["windows_plot", "queue_depth", "wait_distribution", "wait_over_time", "service_time_tail", "drain_times",
            "starts_over_time", "quantile_comparison", "sweep_metric", "model_theory_table", "model_vs_theory", "plan_plot",
@@ -75,6 +75,7 @@ def windows_plot(summaries: Mapping[str, Mapping[str, Any]] | Mapping[str, Any],
         title: the figure's title (default: the scenario's name).
 
     Each point is a window, drawn at its middle; a window where no job started has no p95 wait (a gap).
+    Windows with ``bands`` (over replications) show the p95's 5-95% band as a shaded area.
     """
     runs = {str(summaries.get("source", "run")): summaries} if "windows" in summaries else dict(summaries)
     fig = Figure(figsize=(9, 7))
@@ -91,6 +92,10 @@ def windows_plot(summaries: Mapping[str, Mapping[str, Any]] | Mapping[str, Any],
         depth_ax.plot(mid, [w["max_depth"] for w in wins], color=color, label=f"{label} max depth")
         p95 = [np.nan if w["wait_p95"] is None else w["wait_p95"] for w in wins]
         wait_ax.plot(mid, p95, marker=".", color=color, label=f"{label} p95 wait")
+        if any("bands" in w for w in wins):  # qsim simulate --replications, qsim compare: the 5-95% band
+            lo, hi = ([np.nan if (b := (w.get("bands") or {}).get("wait_p95")) is None else b[k] for w in wins]
+                      for k in (0, 1))
+            wait_ax.fill_between(mid, lo, hi, color=color, alpha=0.2, linewidth=0, label=f"{label} p95 5-95% band")
     goal = parse_slo(slo) if isinstance(slo, str) else slo
     if goal is not None and goal.metric == "p95_wait":
         wait_ax.axhline(goal.value, color="red", linestyle=":", linewidth=1, label=f"SLO {goal}")
@@ -498,7 +503,7 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
     """A plan's points: ``metric`` per point with its confidence interval, the SLO, the recommendation.
 
     Args:
-        result: :func:`~qsim.analysis.plan.plan`'s result (or its JSON).
+        result: :func:`~qsim.analysis.plan.planner.plan`'s result (or its JSON).
         metric: a metric key of the points (``p95_wait``, ``p95_wait[cut]``...); default: the first SLO's.
         x: the varied path on the x axis (default: the bisection axis, else the path with the most values);
             one line per value of the other varied paths.
@@ -506,7 +511,7 @@ def plan_plot(result: Mapping[str, Any], *, metric: str | None = None, x: str | 
             rest), ``linear`` or ``log``.
 
     A point that meets every SLO is filled, one that does not is hollow, an
-    unstable one (still trending, :mod:`qsim.analysis.runlength`) is a cross;
+    unstable one (still trending, :mod:`qsim.analysis.plan.runlength`) is a cross;
     error bars span the interval (none with one replication); the star is the
     recommendation.
     """

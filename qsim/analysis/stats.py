@@ -9,7 +9,7 @@ values ``x_1..x_n`` the estimate is their mean and the interval is::
 For a quantile this is an interval for the *expected per-run quantile* at this
 run length, which tends to the steady-state quantile as runs get longer (a
 short run's quantile is biased by its start from empty: a warm-up and the
-run-length checks of :mod:`qsim.analysis.runlength` deal with that). The
+run-length checks of :mod:`qsim.analysis.plan.runlength` deal with that). The
 interval assumes the per-run values are roughly normal, which a mean over
 thousands of jobs and a quantile of such a run are; with fewer than two runs
 there is no interval.

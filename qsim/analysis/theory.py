@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from qsim.errors import TheoryNotApplicable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from qsim.scenario import Scenario
+    from qsim.spec.scenario import JobType, Scenario
 
 __all__ = [
     "erlang_b",
@@ -418,94 +418,136 @@ def predict(scenario: Scenario) -> TheoryResult:
                 f"rate limits are not covered by closed forms (queue {q.name!r})"
             )
     c = _servers_for(scenario, used, notes)
+    load = _Load.of(arriving, c)
+    notes += _engine_notes(scenario)
+    notes.append("steady state: duration, warmup and seed play no part")
+    keys = _class_keys(scenario, arriving, used)
+    common = functools.partial(TheoryResult, scenario=str(scenario.name), c=c, lam=load.lam, mu=load.mu,
+                               mean_service=load.mean_service, rho=load.rho, utilization=load.rho,
+                               throughput=load.lam)
+    if len(set(keys.values())) > 1:
+        return _priority_classes(common, load, arriving, keys, notes)
+    if len(used) > 1:
+        notes.append(f"one priority level over queues {used}: treated as one FIFO queue")
+    return _one_class(common, load, notes)
 
-    rates = {j.name: float(j.arrival.rate) for j in arriving}
-    lam = sum(rates.values())
-    if not lam > 0:
-        raise TheoryNotApplicable(f"total arrival rate is {lam}; theory needs > 0")
-    means = {j.name: float(j.service.mean) for j in arriving}
-    variances = {j.name: float(j.service.variance) for j in arriving}
-    mean_service = sum(rates[n] * means[n] for n in rates) / lam
-    rho = lam * mean_service / c
-    if rho >= 1.0:
-        raise TheoryNotApplicable(
-            f"unstable: rho = {rho:.4g} >= 1 (lambda = {lam:g}/s, mean service = "
-            f"{mean_service:g} s, c = {c})"
-        )
-    mu = 1.0 / mean_service
-    fetch = float(getattr(getattr(scenario, "engine", None), "fetch_overhead", 0.0) or 0.0)
+
+@dataclass(frozen=True)
+class _Load:
+    """The arriving job types' rates and service moments, and the load they put on ``c`` servers."""
+
+    c: int
+    rates: dict[str, float]
+    means: dict[str, float]
+    variances: dict[str, float]
+    kinds: dict[str, str]
+    lam: float
+    mean_service: float
+    rho: float
+
+    @property
+    def mu(self) -> float:
+        return 1.0 / self.mean_service
+
+    @property
+    def exponential_equal_means(self) -> bool:
+        """Every service exponential with one mean (M/M/c, Cobham)."""
+        first = next(iter(self.means.values()))
+        return all(k == "exponential" for k in self.kinds.values()) and \
+            all(math.isclose(m, first, rel_tol=1e-9) for m in self.means.values())
+
+    @classmethod
+    def of(cls, arriving: list[JobType], c: int) -> _Load:
+        """Raises TheoryNotApplicable when nothing arrives or the system is unstable (``rho >= 1``)."""
+        rates = {j.name: float(j.arrival.rate) for j in arriving if j.arrival is not None}
+        lam = sum(rates.values())
+        if not lam > 0:
+            raise TheoryNotApplicable(f"total arrival rate is {lam}; theory needs > 0")
+        means = {j.name: float(j.service.mean) for j in arriving}
+        mean_service = sum(rates[n] * means[n] for n in rates) / lam
+        rho = lam * mean_service / c
+        if rho >= 1.0:
+            raise TheoryNotApplicable(
+                f"unstable: rho = {rho:.4g} >= 1 (lambda = {lam:g}/s, mean service = "
+                f"{mean_service:g} s, c = {c})"
+            )
+        return cls(c=c, rates=rates, means=means, variances={j.name: float(j.service.variance) for j in arriving},
+                   kinds={j.name: j.service.kind for j in arriving}, lam=lam, mean_service=mean_service, rho=rho)
+
+
+def _engine_notes(scenario: Scenario) -> list[str]:
+    """What of the scenario's ``[engine]`` table the closed forms leave out."""
+    notes = []
+    engine = getattr(scenario, "engine", None)
+    fetch = float(getattr(engine, "fetch_overhead", 0.0) or 0.0)
     if fetch:
         notes.append(f"engine.fetch_overhead = {fetch} s is not included")
-    ack = float(getattr(getattr(scenario, "engine", None), "ack_overhead", 0.0) or 0.0)
+    ack = float(getattr(engine, "ack_overhead", 0.0) or 0.0)
     if ack:
         notes.append(f"engine.ack_overhead = {ack} s is not included")
-    engine = getattr(scenario, "engine", None)
     if getattr(engine, "overhead_by_load", None):
         notes.append("engine.overhead_by_load is not included")
     pickup = float(getattr(engine, "pickup_latency", 0.0) or 0.0)
     if pickup:
         notes.append(f"engine.pickup_latency = {pickup} s is not included (it adds exactly that to every wait "
                      "and latency: a constant delay before every job changes no queueing)")
-    notes.append("steady state: duration, warmup and seed play no part")
+    return notes
 
-    all_exp = all(j.service.kind == "exponential" for j in arriving)
-    first_mean = means[arriving[0].name]
-    equal_means = all(math.isclose(m, first_mean, rel_tol=1e-9) for m in means.values())
-    keys = _class_keys(scenario, arriving, used)
-    common = functools.partial(TheoryResult, scenario=str(scenario.name), c=c, lam=lam, mu=mu,
-                               mean_service=mean_service, rho=rho, utilization=rho, throughput=lam)
 
-    if len(set(keys.values())) > 1:
-        if not (all_exp and equal_means):
-            bad = next(
-                (j for j in arriving if j.service.kind != "exponential"), None
-            )
-            why = (
-                f"job type {bad.name!r} has {bad.service.kind} service"
-                if bad is not None
-                else f"service means differ: {means}"
-            )
-            raise TheoryNotApplicable(
-                "several priority classes need exponential service with equal means "
-                f"(Cobham's formula); {why}"
-            )
-        order = sorted(set(keys.values()))
-        class_rates = [sum(rates[n] for n in rates if keys[n] == k) for k in order]
-        waits = cobham_waits(c, class_rates, mu)
-        wait_by_class = dict(zip(order, waits, strict=True))
-        wait_mean = sum(r * w for r, w in zip(class_rates, waits, strict=True)) / lam
-        notes.append("Cobham's formula assumes equal exponential service means across classes")
-        notes.append("non-preemptive priority; class waits are means only (no quantiles)")
-        by_type = {
-            n: {
-                "arrival_rate": rates[n],
-                "priority_class": order.index(keys[n]),
-                "wait": _stats(wait_by_class[keys[n]]),
-                "latency": _stats(wait_by_class[keys[n]] + means[n]),
-            }
-            for n in rates
-        }
-        return common(
-            model=MODEL_PRIORITY, p_wait=erlang_c(c, lam / mu),
-            wait=_stats(wait_mean), latency=_stats(wait_mean + mean_service),
-            by_type=by_type, notes=tuple(notes),
+def _priority_classes(common: Callable[..., TheoryResult], load: _Load, arriving: list[JobType],
+                      keys: dict[str, Any], notes: list[str]) -> TheoryResult:
+    """Several priority classes: Cobham's formula (exponential service with equal means, else not applicable)."""
+    rates, means, lam, mu, c = load.rates, load.means, load.lam, load.mu, load.c
+    if not load.exponential_equal_means:
+        bad = next(
+            (j for j in arriving if j.service.kind != "exponential"), None
         )
+        why = (
+            f"job type {bad.name!r} has {bad.service.kind} service"
+            if bad is not None
+            else f"service means differ: {means}"
+        )
+        raise TheoryNotApplicable(
+            "several priority classes need exponential service with equal means "
+            f"(Cobham's formula); {why}"
+        )
+    order = sorted(set(keys.values()))
+    class_rates = [sum(rates[n] for n in rates if keys[n] == k) for k in order]
+    waits = cobham_waits(c, class_rates, mu)
+    wait_by_class = dict(zip(order, waits, strict=True))
+    wait_mean = sum(r * w for r, w in zip(class_rates, waits, strict=True)) / lam
+    notes.append("Cobham's formula assumes equal exponential service means across classes")
+    notes.append("non-preemptive priority; class waits are means only (no quantiles)")
+    by_type = {
+        n: {
+            "arrival_rate": rates[n],
+            "priority_class": order.index(keys[n]),
+            "wait": _stats(wait_by_class[keys[n]]),
+            "latency": _stats(wait_by_class[keys[n]] + means[n]),
+        }
+        for n in rates
+    }
+    return common(
+        model=MODEL_PRIORITY, p_wait=erlang_c(c, lam / mu),
+        wait=_stats(wait_mean), latency=_stats(wait_mean + load.mean_service),
+        by_type=by_type, notes=tuple(notes),
+    )
 
-    if len(used) > 1:
-        notes.append(f"one priority level over queues {used}: treated as one FIFO queue")
-    if all_exp and equal_means:
+
+def _one_class(common: Callable[..., TheoryResult], load: _Load, notes: list[str]) -> TheoryResult:
+    """One priority level: M/M/c (Erlang C) for exponential service with one mean, else Allen-Cunneen."""
+    rates, means, lam, mu, c, mean_service = load.rates, load.means, load.lam, load.mu, load.c, load.mean_service
+    if load.exponential_equal_means:
         wait_mean = mmc_wait_mean(c, lam, mu)
         quantiles = {key: mmc_wait_quantile(q, c, lam, mu) for key, q in _QUANTILES}
         wait = _stats(wait_mean, quantiles)
         model, p_wait = MODEL_MMC, erlang_c(c, lam / mu)
-        type_wait = wait
     else:
-        second = sum(rates[n] * (variances[n] + means[n] ** 2) for n in rates) / lam
+        second = sum(rates[n] * (load.variances[n] + means[n] ** 2) for n in rates) / lam
         cs2 = max(second / mean_service**2 - 1.0, 0.0)
         wait_mean = allen_cunneen_wait_mean(c, lam, mean_service, 1.0, cs2)
         wait = _stats(wait_mean)
         model, p_wait = MODEL_GGC, None
-        type_wait = wait
         notes.append(
             f"Allen-Cunneen approximation with ca2 = 1 (Poisson) and cs2 = {cs2:.4g} "
             "(mixture of the job types' service times)"
@@ -514,7 +556,7 @@ def predict(scenario: Scenario) -> TheoryResult:
         n: {
             "arrival_rate": rates[n],
             "priority_class": 0,
-            "wait": dict(type_wait),
+            "wait": dict(wait),
             "latency": _stats(wait_mean + means[n]),
         }
         for n in rates

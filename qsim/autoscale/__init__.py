@@ -10,15 +10,20 @@ own and never sees the run's future.
 Policies (``[[autoscalers]] policy``):
 
 - :mod:`~qsim.autoscale.hpa` — ``hpa``: the Kubernetes HPA algorithm (usage
-  ratio with tolerance, stabilisation windows, scaling policies) with KEDA's
-  activation and cooldown for 0 <-> 1;
+  ratio with tolerance, stabilisation windows, scaling policies, or the fixed
+  rules of an HPA without ``behavior``) every ``sync`` seconds, with KEDA's
+  activation and cooldowns for 0 <-> 1 (:mod:`~qsim.autoscale.keda`) every ``poll``;
 - :mod:`~qsim.autoscale.step` — ``step``: latency thresholds with up and down
   delays (Judoscale / HireFire);
 - :mod:`~qsim.autoscale.tracking` — ``target-tracking``: backlog per worker
   against ``acceptable_latency / mean service`` (AWS);
 - ``qsim``: the HPA on ``qsim advise``'s recommendation with the behaviour of
   ``deploy/kubernetes/keda-scaledobject.yaml`` (the recommendation comes from
-  :mod:`qsim.advise`, passed in as a function).
+  :mod:`qsim.advise`, passed in as a function);
+- :mod:`~qsim.autoscale.schedule` — ``schedule``: time-of-day replica floors as
+  KEDA ``cron`` triggers, combined by max with the HPA's own trigger;
+- :mod:`~qsim.autoscale.predictive` — ``predictive``: those floors derived from
+  the scenario's rate profile and raised ``lead`` seconds ahead.
 
 :mod:`~qsim.autoscale.tally` keeps what the autoscaler did (worker-seconds,
 scale events, flaps, cut jobs) for the Summary; :mod:`~qsim.autoscale.build`
@@ -31,11 +36,12 @@ from typing import Protocol
 
 from qsim.autoscale.hpa import HPA, Recommend, ScalingRules
 from qsim.autoscale.observe import Observation, WindowStats
+from qsim.autoscale.schedule import Floors, Scheduled
 from qsim.autoscale.step import Step
 from qsim.autoscale.tally import Tally
 from qsim.autoscale.tracking import TargetTracking
 
-__all__ = ["Controller", "HPA", "Step", "TargetTracking", "ScalingRules", "Observation",
+__all__ = ["Controller", "HPA", "Step", "TargetTracking", "Scheduled", "Floors", "ScalingRules", "Observation",
            "WindowStats", "Tally", "Recommend"]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from qsim.autoscale.observe import Observation
-from qsim.scenario_autoscale import STEP_METRICS
+from qsim.spec.autoscaler import STEP_METRICS, StepSpec
 
 __all__ = ["Step", "STEP_METRICS"]
 
@@ -34,8 +34,8 @@ class Step:
                  up_delay: float = 60.0, down_delay: float = 600.0, metric: str = "oldest_age") -> None:
         if not 0 <= min <= max:
             raise ValueError(f"need 0 <= min <= max, got min={min}, max={max}")
-        if not down_when <= up_when:
-            raise ValueError(f"down_when must be <= up_when, got down_when={down_when}, up_when={up_when}")
+        if not down_when < up_when:
+            raise ValueError(f"down_when must be < up_when, got down_when={down_when}, up_when={up_when}")
         if step < 1:
             raise ValueError(f"step must be >= 1, got {step!r}")
         if metric not in STEP_METRICS:
@@ -44,6 +44,13 @@ class Step:
         self.size, self.up_delay, self.down_delay, self.metric = step, up_delay, down_delay, metric
         self.last_up = self.last_change = -math.inf
         self.needs = frozenset({metric})
+
+    @classmethod
+    def from_spec(cls, p: StepSpec, *, min: int, max: int) -> Step:
+        """The law for one ``[[autoscalers]]`` table: ``p`` is its policy's typed spec
+        (:attr:`qsim.spec.autoscaler.AutoscalerSpec.law`); a new parameter of the policy is read here."""
+        return cls(min=min, max=max, up_when=p.up_when, down_when=p.down_when, step=p.step,
+                   up_delay=p.up_delay, down_delay=p.down_delay, metric=p.metric)
 
     def decide(self, obs: Observation) -> int:
         """The replica count after this poll."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from qsim.autoscale.observe import Observation
+from qsim.spec.autoscaler import TargetTrackingSpec
 
 __all__ = ["TargetTracking"]
 
@@ -40,6 +41,13 @@ class TargetTracking:
         self.scale_out_cooldown, self.scale_in_cooldown = scale_out_cooldown, scale_in_cooldown
         self.last_out = self.last_in = -math.inf
         self.needs = frozenset({"list_length", "service"})
+
+    @classmethod
+    def from_spec(cls, p: TargetTrackingSpec, *, min: int, max: int, concurrency: int) -> TargetTracking:
+        """The law for one ``[[autoscalers]]`` table: ``p`` is its policy's typed spec
+        (:attr:`qsim.spec.autoscaler.AutoscalerSpec.law`); a new parameter of the policy is read here."""
+        return cls(min=min, max=max, acceptable_latency=p.acceptable_latency, concurrency=concurrency,
+                   scale_out_cooldown=p.scale_out_cooldown, scale_in_cooldown=p.scale_in_cooldown)
 
     def target(self, mean_service: float) -> float:
         """Backlog per worker that one worker clears within the acceptable latency."""

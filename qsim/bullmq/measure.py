@@ -1,6 +1,6 @@
 """A Summary from the jobs the BullMQ reader measured (:func:`qsim.calibrate.bullmq_source.read_bullmq`).
 
-The same Summary as the model's and the engine's (:func:`qsim.summary.summarize`),
+The same Summary as the model's and the engine's (:func:`qsim.results.summary.summarize`),
 over the jobs of one run: times in seconds since the run started, the
 scenario's warm-up left out. What BullMQ records sets its limits:
 
@@ -21,14 +21,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim.records import Records, jobs_frame
-from qsim.summary import Summary, summarize
+from qsim.results.records import Records, jobs_frame
+from qsim.results.summary import Summary, summarize
+from qsim.results.windows import DEFAULT_WINDOW
 
 __all__ = ["summary_from_measured"]
 
 
 def summary_from_measured(jobs: pd.DataFrame, *, scenario: str, seed: int, t0: float, warmup: float = 0.0,
-                          lost: Iterable[tuple[str, str, str, float]] = ()) -> Summary:
+                          lost: Iterable[tuple[str, str, str, float]] = (), window: float = DEFAULT_WINDOW) -> Summary:
     """The Summary (``source`` ``"bullmq"``) of measured jobs.
 
     Args:
@@ -36,6 +37,7 @@ def summary_from_measured(jobs: pd.DataFrame, *, scenario: str, seed: int, t0: f
         t0: When the run started (seconds since the epoch): time 0 of the Summary.
         warmup: Jobs enqueued before ``t0 + warmup`` are left out of the statistics.
         lost: ``(job id, type, queue, enqueue time)`` of jobs added that Redis no longer holds.
+        window: The length of the Summary's windows in seconds (the scenario's, to sit beside the model's).
     """
     lost = list(lost)
     n = len(jobs)
@@ -57,4 +59,5 @@ def summary_from_measured(jobs: pd.DataFrame, *, scenario: str, seed: int, t0: f
         "outcome": list(jobs["outcome"]) + ["lost"] * len(lost),
         "parent": [""] * (n + len(lost)),
     }
-    return summarize(Records(jobs=jobs_frame(cols)), scenario=scenario, source="bullmq", seed=seed, warmup=warmup)
+    return summarize(Records(jobs=jobs_frame(cols)), scenario=scenario, source="bullmq", seed=seed, warmup=warmup,
+                     window=window)

@@ -1,6 +1,6 @@
 """A scenario's job types as BullMQ jobs: the options each add carries, and what BullMQ cannot mirror.
 
-Nothing here talks to Redis. For a job type of the scenario (:class:`~qsim.scenario.JobType`):
+Nothing here talks to Redis. For a job type of the scenario (:class:`~qsim.spec.scenario.JobType`):
 
 ==========================  ============================================================
 scenario                    BullMQ job option
@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from qsim.errors import NotSupportedError
-from qsim.scenario import JobType, Scenario
+from qsim.spec.scenario import JobType, Scenario
 
 __all__ = ["DEFAULT_PREFIX", "MAX_PRIORITY", "priorities", "job_options", "child_options", "check_supported",
            "notes"]

@@ -9,14 +9,18 @@ The rate is jobs per second over the calibration window. The kind, in this order
    ``eps = min(10 ms, 0.05 / rate)`` (a Poisson stream puts about 5% of its
    gaps there), but at least two ticks of the source's clock. The test: the
    number of gaps ``<= eps`` against a binomial with ``p0 = 1 - exp(-rate
-   eps)``, one-sided, ``p_batch < 0.001``. When the batches themselves come at
+   eps)``, one-sided, ``p_batch < 0.001``. Batches found, the jobs are grouped
+   again with the gap the *batches'* rate allows (``min(10 ms, 0.05 /
+   batch rate)``), so a batch its producer wrote over a few milliseconds
+   (a busy machine, a garbage collection) is not counted as two. When the batches themselves come at
    a changing rate (the test of step 2 on the batch instants), the burst
    follows a rate profile (``kind = "burst"`` with ``points``);
 2. otherwise **the test of one constant rate** (:mod:`qsim.calibrate.drift`:
    Kolmogorov-Smirnov on the arrival times and the dispersion test of the
    counts in ``k`` windows, Bonferroni, ``p_change``). When it rejects
    (``p_change < 0.001``): ``profile``, the rate profile chosen by BIC
-   (change points as ``shape = "step"``, a ramp as ``"linear"``, an
+   (change points as ``shape = "step"``, a ramp as ``"linear"``, a ramp
+   and a jump as ``"linear"`` with two points at the jump's time, an
    hour-of-day profile with ``period = 86400`` when the window spans two
    days), its fit checked by the dispersion of the counts within it
    (``p_fit``). Over-dispersed counts are *not* taken for bursts: bursts need
@@ -38,8 +42,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from qsim import dists
 from qsim.calibrate.drift import ConstancyTest, ProfileFit, constant_rate_test, fit_profile, window_counts
+from qsim.spec import dists
 
 __all__ = ["ArrivalFit", "fit_arrivals", "ALPHA_BATCH", "COINCIDENT_MAX"]
 
@@ -167,8 +171,10 @@ def _profile_note(test: ConstancyTest, fit: ProfileFit) -> str:
     prof = fit.profile
     assert prof is not None
     rates = [r for _, r in prof.points]
-    where = {"steps": f"{fit.segments} steps", "linear": f"piecewise linear, {len(prof.points)} knots",
-             "daily": "hour of the day, period 86400 s"}[fit.model]
+    jumps = prof.jumps
+    linear = f"piecewise linear, {len(prof.points)} knots" + (
+        f", jumping at {', '.join(f'{t:.6g}' for t in jumps)} s" if jumps else "")
+    where = {"steps": f"{fit.segments} steps", "linear": linear, "daily": "hour of the day, period 86400 s"}[fit.model]
     note = (f"rate changes over the window (test of one rate: p = {test.p_change:.2g}, KS p {test.p_ks:.2g}, "
             f"dispersion p {test.p_over:.2g}): {where} by BIC, {min(rates):.4g} to {max(rates):.4g}/s; "
             f"counts within the profile: dispersion p {fit.p_fit:.2g}")
@@ -210,6 +216,10 @@ def fit_arrivals(times: np.ndarray, start: float, end: float, *, resolution: flo
                                   p_under=test.p_under, p_ks=test.p_ks, p_change=test.p_change, windows=test.windows,
                                   width=test.width, batch_mean=batch_mean, p_batch=p_batch, eps=eps, times=rel)
     if p_batch < ALPHA_BATCH and batch_mean >= 1.5:
+        eps = max(eps, min(COINCIDENT_MAX, 0.05 * span / sizes.size))
+        sizes = _batches(t, eps)
+        batch_mean = float(sizes.mean())
+        common.update(batch_mean=batch_mean, eps=eps)
         size = max(2, int(round(batch_mean)))
         note = f"batches of {batch_mean:.2f} simultaneous jobs on average (within {eps * 1e3:.3g} ms)"
         instants = rel[np.concatenate([[0], np.cumsum(sizes)[:-1]])]

@@ -37,10 +37,11 @@ from qsim.calibrate.measured import Measured, data_window
 from qsim.calibrate.overhead import NO_OVERHEAD, Overhead, estimate_from_jobs
 from qsim.calibrate.pools import busy_spans, fit_pools, runs_of
 from qsim.calibrate.report import Calibration, with_paths
-from qsim.calibrate.typefit import TypeFit
 from qsim.calibrate.service import MIN_FIT, fit_service
+from qsim.calibrate.typefit import TypeFit
 from qsim.errors import CalibrationError
-from qsim.scenario import BackoffSpec, JobType, PoolSpec, QueueSpec, RateLimit, Scenario
+from qsim.spec.backoff import MAX_BACKOFF
+from qsim.spec.scenario import BackoffSpec, JobType, PoolSpec, QueueSpec, RateLimit, Scenario
 
 __all__ = ["calibrate", "MIN_JOBS", "SERVICE_MODES", "ARRIVAL_MODES"]
 
@@ -105,23 +106,8 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
         raise CalibrationError(f"service must be one of {', '.join(SERVICE_MODES)}, got {service!r}")
     if arrivals not in ARRIVAL_MODES:
         raise CalibrationError(f"arrivals must be one of {', '.join(ARRIVAL_MODES)}, got {arrivals!r}")
-    jobs = measured.jobs
-    if len(jobs) == 0:
-        raise CalibrationError(f"no jobs in the window from {measured.source or 'the source'}")
-    start, end = measured.window
-    if not (math.isfinite(start) and math.isfinite(end)):
-        start, end = data_window(jobs["enqueued"].to_numpy(float), None, None)
-    if not end > start:
-        raise CalibrationError(f"the window holds jobs enqueued at one instant only ({len(jobs)} jobs): "
-                               "no arrival rate can be measured")
-    names, notes = _type_names(jobs)
-    jobs = jobs.assign(type=names.to_numpy())
-    counts = jobs["type"].value_counts()
-    few = counts[counts < min_jobs]
-    if len(few):
-        listed = ", ".join(f"{t!r} ({n})" for t, n in sorted(few.items()))
-        raise CalibrationError(f"too few jobs in the window for job type{'s' if len(few) > 1 else ''} {listed}: "
-                               f"at least {min_jobs} are needed (widen --since/--until or lower --min-jobs)")
+    start, end = _window(measured)
+    jobs, notes = _typed_jobs(measured.jobs, min_jobs)
     runs = runs_of(jobs, measured.attempts)
     queues = sorted(set(jobs["queue"]))
     pools = fit_pools(runs, queues)
@@ -140,49 +126,107 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
     fits: dict[str, TypeFit] = {}
     specs: list[JobType] = []
     for tname in sorted(set(jobs["type"])):
-        mine = jobs[jobs["type"] == tname]
-        ids = set(mine["job_id"])
-        tnotes: list[str] = []
-        queue = str(_mode(mine["queue"]))
-        good = _runs(jobs, measured.attempts, ids, ok=True)
+        fit = _fit_type(measured, jobs, tname, (start, end), shift=shift, service=service, arrivals=arrivals,
+                        min_fit=min_fit)
+        if fit.service.kind == "empirical" and service != "empirical":
+            warnings.append(f"job type {tname!r}: {fit.service.note}")
+        fits[tname] = fit
+        specs.append(JobType(name=tname, queue=fit.queue, priority=fit.priority, arrival=fit.arrival.process(),
+                             service=fit.service.distribution(), fail_prob=fit.failures.fail_prob,
+                             poison_prob=fit.failures.poison_prob, attempts=fit.attempts, backoff=fit.backoff,
+                             timeout=max(0.0, fit.timeout)))
+    pspecs = tuple(PoolSpec(name=p.name, queues=p.queues, workers=p.workers, concurrency=p.concurrency) for p in pools)
+    scenario = with_paths(Scenario(name=name, duration=end - start, queues=_queue_specs(measured, queues),
+                                   jobs=tuple(specs), pools=pspecs, engine=overhead.engine()),
+                          Path(), name)  # CSV names until written beside a TOML
+    for w in warnings:  # the report carries them; the CLI prints them with the table
+        logger.info("%s", w)
+    return Calibration(scenario=scenario, types=fits, pools=tuple(pools), overhead=overhead, measured=measured,
+                       window=(start, end), warnings=tuple(warnings))
+
+
+def _window(measured: Measured) -> tuple[float, float]:
+    """The measured window (the jobs' own span when the source gave none); an error without one to measure."""
+    jobs = measured.jobs
+    if len(jobs) == 0:
+        raise CalibrationError(f"no jobs in the window from {measured.source or 'the source'}")
+    start, end = measured.window
+    if not (math.isfinite(start) and math.isfinite(end)):
+        start, end = data_window(jobs["enqueued"].to_numpy(float), None, None)
+    if not end > start:
+        raise CalibrationError(f"the window holds jobs enqueued at one instant only ({len(jobs)} jobs): "
+                               "no arrival rate can be measured")
+    return start, end
+
+
+def _typed_jobs(jobs: pd.DataFrame, min_jobs: int) -> tuple[pd.DataFrame, list[str]]:
+    """The jobs with their job type names settled (and notes on how), each type with at least ``min_jobs``."""
+    names, notes = _type_names(jobs)
+    jobs = jobs.assign(type=names.to_numpy())
+    counts = jobs["type"].value_counts()
+    few = counts[counts < min_jobs]
+    if len(few):
+        listed = ", ".join(f"{t!r} ({n})" for t, n in sorted(few.items()))
+        raise CalibrationError(f"too few jobs in the window for job type{'s' if len(few) > 1 else ''} {listed}: "
+                               f"at least {min_jobs} are needed (widen --since/--until or lower --min-jobs)")
+    return jobs, notes
+
+
+def _fit_type(measured: Measured, jobs: pd.DataFrame, tname: str, window: tuple[float, float], *, shift: float,
+              service: str, arrivals: str, min_fit: int) -> TypeFit:
+    """One job type's fits: service (less ``shift``), arrivals over ``window``, failures, and its settings."""
+    mine = jobs[jobs["type"] == tname]
+    ids = set(mine["job_id"])
+    tnotes: list[str] = []
+    good = _runs(jobs, measured.attempts, ids, ok=True)
+    good = good[np.isfinite(good)]
+    if good.size == 0:
+        good = _runs(jobs, measured.attempts, ids, ok=False)
         good = good[np.isfinite(good)]
-        if good.size == 0:
-            good = _runs(jobs, measured.attempts, ids, ok=False)
-            good = good[np.isfinite(good)]
-            if good.size:
-                tnotes.append("no successful run: service measured on failed runs")
-        if good.size == 0:
-            raise CalibrationError(f"job type {tname!r} has no finished run in the window: its service time "
-                                   "cannot be measured")
-        sfit = fit_service(good, shift=shift, empirical=service == "empirical", min_fit=min_fit,
-                           resolution=measured.resolution)
-        if sfit.kind == "empirical" and service != "empirical":
-            warnings.append(f"job type {tname!r}: {sfit.note}")
-        afit = fit_arrivals(mine["enqueued"].to_numpy(float), start, end, resolution=measured.resolution,
-                            trace=arrivals == "trace")
-        ffit = fit_failures(mine["outcome"].to_numpy(), mine["failed_attempts"].to_numpy(),
-                            mine["max_attempts"].to_numpy())
-        attempts = _mode(mine["max_attempts"][mine["max_attempts"] > 0]) or 1
-        with_backoff = mine[mine["backoff_kind"] != ""]
-        backoff = BackoffSpec()
-        if len(with_backoff):
-            kind, delay, cap, jitter = _mode(zip(with_backoff["backoff_kind"], with_backoff["backoff_delay"],
-                                                 with_backoff["backoff_max"], with_backoff["backoff_jitter"]))
-            if not math.isfinite(cap):
-                cap = max(60.0, delay * 2.0 ** max(0, int(attempts) - 2)) if kind == "exponential" else delay
-            backoff = BackoffSpec(kind=kind, delay=float(delay), max=float(cap), jitter=float(min(max(jitter, 0), 1)))
-        priority = int(_mode(mine["priority"]) or 0)
-        timeout = float(_mode(mine["timeout"]) or 0.0)
-        for note in (_varied(mine["priority"], "priority"), _varied(mine["max_attempts"], "attempts"),
-                     _varied(mine["timeout"], "timeout"), ffit.note, afit.note):
-            if note:
-                tnotes.append(note)
-        fits[tname] = TypeFit(name=tname, queue=queue, priority=priority, attempts=int(attempts), backoff=backoff,
-                              timeout=timeout, arrival=afit, service=sfit, failures=ffit, jobs=len(mine),
-                              notes=tuple(tnotes))
-        specs.append(JobType(name=tname, queue=queue, priority=priority, arrival=afit.process(),
-                             service=sfit.distribution(), fail_prob=ffit.fail_prob, poison_prob=ffit.poison_prob,
-                             attempts=int(attempts), backoff=backoff, timeout=max(0.0, timeout)))
+        if good.size:
+            tnotes.append("no successful run: service measured on failed runs")
+    if good.size == 0:
+        raise CalibrationError(f"job type {tname!r} has no finished run in the window: its service time "
+                               "cannot be measured")
+    sfit = fit_service(good, shift=shift, empirical=service == "empirical", min_fit=min_fit,
+                       resolution=measured.resolution)
+    afit = fit_arrivals(mine["enqueued"].to_numpy(float), *window, resolution=measured.resolution,
+                        trace=arrivals == "trace")
+    ffit = fit_failures(mine["outcome"].to_numpy(), mine["failed_attempts"].to_numpy(),
+                        mine["max_attempts"].to_numpy())
+    attempts = _mode(mine["max_attempts"][mine["max_attempts"] > 0]) or 1
+    backoff, note = _backoff(mine)
+    if note:
+        tnotes.append(note)
+    for note in (_varied(mine["priority"], "priority"), _varied(mine["max_attempts"], "attempts"),
+                 _varied(mine["timeout"], "timeout"), ffit.note, afit.note):
+        if note:
+            tnotes.append(note)
+    return TypeFit(name=tname, queue=str(_mode(mine["queue"])), priority=int(_mode(mine["priority"]) or 0),
+                   attempts=int(attempts), backoff=backoff,
+                   timeout=float(_mode(mine["timeout"]) or 0.0), arrival=afit, service=sfit, failures=ffit,
+                   jobs=len(mine), notes=tuple(tnotes))
+
+
+def _backoff(mine: pd.DataFrame) -> tuple[BackoffSpec, str | None]:
+    """The backoff most of a type's jobs had (the default without), and a note when the jobs gave it no cap."""
+    with_backoff = mine[mine["backoff_kind"] != ""]
+    if not len(with_backoff):
+        return BackoffSpec(), None
+    kind, delay, cap, jitter = _mode(zip(with_backoff["backoff_kind"], with_backoff["backoff_delay"],
+                                         with_backoff["backoff_max"], with_backoff["backoff_jitter"]))
+    note = None
+    if not math.isfinite(cap):  # the jobs give no cap (BullMQ's exponential backoff has none)
+        cap = MAX_BACKOFF if kind == "exponential" else delay
+        if kind == "exponential":
+            note = (f"backoff: the jobs' exponential backoff has no cap: max = {MAX_BACKOFF:.0f} s is "
+                    "the engine's longest delay (365 days), no cap in effect")
+    backoff = BackoffSpec(kind=kind, delay=float(delay), max=float(cap), jitter=float(min(max(jitter, 0), 1)))
+    return backoff, note
+
+
+def _queue_specs(measured: Measured, queues: list[str]) -> tuple[QueueSpec, ...]:
+    """The queues with the limits the source reported for them."""
     qspecs = []
     for q in queues:
         c = measured.queues.get(q)
@@ -190,11 +234,4 @@ def calibrate(measured: Measured, *, service: str = "fit", arrivals: str = "fit"
             if c and c.rate_max and c.rate_per else None
         qspecs.append(QueueSpec(name=q, concurrency_limit=c.concurrency_limit if c else None, rate_limit=rl,
                                 aging=c.aging if c else 0.0))
-    pspecs = tuple(PoolSpec(name=p.name, queues=p.queues, workers=p.workers, concurrency=p.concurrency) for p in pools)
-    scenario = with_paths(Scenario(name=name, duration=end - start, queues=tuple(qspecs), jobs=tuple(specs),
-                                   pools=pspecs, engine=overhead.engine()),
-                          Path(), name)  # CSV names until written beside a TOML
-    for w in warnings:  # the report carries them; the CLI prints them with the table
-        logger.info("%s", w)
-    return Calibration(scenario=scenario, types=fits, pools=tuple(pools), overhead=overhead, measured=measured,
-                       window=(start, end), warnings=tuple(warnings))
+    return tuple(qspecs)

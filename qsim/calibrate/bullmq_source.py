@@ -59,8 +59,8 @@ from qsim.calibrate.redis_read import (
     redis_now,
     scan_some,
 )
+from qsim.engine.safety import display_url
 from qsim.errors import CalibrationError
-from qsim.safety import display_url
 
 __all__ = ["read_bullmq", "job_times", "JobTimes", "FIELDS", "LAYOUT"]
 

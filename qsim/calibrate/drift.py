@@ -1,7 +1,7 @@
 """Rate drift: does a job type's arrival rate change over the window, and how.
 
 :func:`constant_rate_test` asks whether one rate explains the arrivals; when it
-does not, :func:`fit_profile` finds the :class:`~qsim.dists.RateProfile` that
+does not, :func:`fit_profile` finds the :class:`~qsim.spec.dists.RateProfile` that
 does. Both work on arrival times measured from the window's start, and on
 their counts in ``k`` equal windows (:func:`window_counts`).
 
@@ -38,6 +38,14 @@ BIC is chosen:
   ends and the middle of each segment of ``steps``, inner knots dropped one
   at a time while BIC falls (``p = 2K - 2`` for ``K`` knots: a rate per knot,
   a place per inner knot). A ramp comes out so; ``shape = "linear"``;
+- ``linear-jumps``: a piecewise-linear rate with jumps, for a ramp and a step
+  together: a piece per segment of ``steps`` with jumps at its change points,
+  each piece straight (two rates) or flat (one); from every piece straight,
+  the one change that lowers BIC most is made while one does (a jump dropped,
+  joining the pieces beside it, or a piece made flat). ``p`` = the rates plus
+  one per jump. Not a candidate when every piece ends flat (that is ``steps``)
+  or there is no jump left (that is ``linear``). Written as ``shape =
+  "linear"`` with two points at each jump's time; its model is ``linear``;
 - ``daily`` (only when the window spans at least two days): a rate per hour of
   the day of the source's clock (UTC for Unix seconds), repeated with
   ``period = 86400``, hour by hour (step, the hour's mean rate) or linear
@@ -58,7 +66,7 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from qsim.dists import RateProfile
+from qsim.spec.dists import RateProfile
 
 __all__ = ["ALPHA_CHANGE", "DAY", "MAX_KNOTS", "ConstancyTest", "ProfileFit", "window_counts", "constant_rate_test",
            "fit_profile", "segment_counts"]
@@ -95,9 +103,10 @@ class ProfileFit:
 
     Attributes:
         profile: The profile (time 0 = the window's start), or None when ``model`` is ``constant``.
-        model: ``constant`` | ``steps`` | ``linear`` | ``daily``.
+        model: ``constant`` | ``steps`` | ``linear`` (``linear-jumps`` too) | ``daily``.
         shape: The profile's shape (``step`` | ``linear``).
-        change_points: Where the rate jumps (s from the window's start), ``steps`` and ``linear``.
+        change_points: ``steps``: where the rate jumps (s from the window's start); ``linear``: the change
+            points of ``steps`` its knots started from, or (``linear-jumps``) where it jumps.
         bic: BIC of every candidate tried, by model name (``daily-step``, ``daily-linear`` apart).
         p_fit: Dispersion test of the window counts within the chosen profile (``X^2``, ``k - p`` df).
         latest: What the queue gets now: ``steps``, the mean rate of the last segment (from
@@ -303,15 +312,34 @@ def _nonnegative_poisson(basis: np.ndarray, counts: np.ndarray, start: np.ndarra
     return np.asarray(r, dtype=float)
 
 
-def _linear_ml(counts: np.ndarray, edges: np.ndarray, knots: np.ndarray, start: np.ndarray,
-               period: float | None) -> tuple[RateProfile, float]:
-    """The piecewise-linear profile through ``knots`` whose knot rates maximise the likelihood of the counts."""
-    k = knots.size
-    basis = np.empty((counts.size, k))
-    for j in range(k):
+def _hats(edges: np.ndarray, knots: np.ndarray, period: float | None) -> np.ndarray:
+    """The counts each window expects of the piecewise-linear profile through ``knots`` at rate 1 at one
+    knot and 0 at the others: a column per knot."""
+    basis = np.empty((edges.size - 1, knots.size))
+    for j in range(knots.size):
         unit = tuple((float(t), 1.0 if i == j else 0.0) for i, t in enumerate(knots))
         basis[:, j] = _expected(RateProfile(points=unit, shape="linear", period=period), edges)
-    r = _nonnegative_poisson(basis, counts.astype(float), np.asarray(start, dtype=float))
+    return basis
+
+
+def _linear_ml(counts: np.ndarray, edges: np.ndarray, knots: np.ndarray, start: np.ndarray,
+               period: float | None, tied: np.ndarray | None = None,
+               basis: np.ndarray | None = None) -> tuple[RateProfile, float]:
+    """The piecewise-linear profile through ``knots`` whose knot rates maximise the likelihood of the counts.
+
+    ``tied``: per knot, the index of its rate (knots with one index share one rate: a flat piece); default
+    a rate of its own each. ``basis``: :func:`_hats` of the knots, when already computed."""
+    k = knots.size
+    if basis is None:
+        basis = _hats(edges, knots, period)
+    start = np.asarray(start, dtype=float)
+    if tied is not None:
+        share = np.zeros((k, int(tied.max()) + 1))
+        share[np.arange(k), tied] = 1.0
+        rt = _nonnegative_poisson(basis @ share, counts.astype(float), (share.T @ start) / share.sum(axis=0))
+        r = rt[tied]
+    else:
+        r = _nonnegative_poisson(basis, counts.astype(float), start)
     if not np.any(r > 0):
         r = np.maximum(start, 0.0)
     prof = RateProfile(points=tuple((_round_t(float(t)), _round_r(float(v))) for t, v in zip(knots, r)),
@@ -383,6 +411,58 @@ def _linear_candidates(counts: np.ndarray, edges: np.ndarray, span: float, bound
     return best
 
 
+def _jump_knots(jumps: list[float], span: float) -> np.ndarray:
+    """The knots of straight pieces between ``jumps``: ``0, j1, j1, j2, j2, ..., span`` (two knots at one time
+    make a jump)."""
+    return np.array([0.0, *[t for j in jumps for t in (j, j)], span])
+
+
+def _jumps_candidate(counts: np.ndarray, edges: np.ndarray, span: float, bounds: list[float], rates: np.ndarray,
+                     ln_n: float) -> tuple[RateProfile, float, int, list[float]] | None:
+    """The best piecewise-linear profile with jumps by BIC: a piece per segment of ``steps``, jumps at its
+    change points; each piece straight (its two end rates by maximum likelihood) or flat (one rate). From
+    every piece straight, the one change that lowers BIC most is made while one does: a jump dropped (the
+    pieces beside it joined into one straight piece) or a piece made flat. ``p`` = the rates plus a place per
+    jump. None when ``steps`` has no change point, when it has more pieces than :data:`MAX_KNOTS` allows
+    knots, or when every piece ends flat (that is ``steps``)."""
+    if len(bounds) < 3 or 2 * (len(bounds) - 1) > MAX_KNOTS:
+        return None
+    mids = [(a + b) / 2 for a, b in zip(bounds[:-1], bounds[1:])]
+    bases: dict[tuple[float, ...], np.ndarray] = {}
+
+    def fit(js: tuple[float, ...], flat: frozenset[int]) -> tuple[RateProfile, float, int]:
+        knots = _jump_knots(list(js), span)
+        if js not in bases:
+            bases[js] = _hats(edges, knots, None)
+        tied, rate = [], 0
+        for piece in range(len(js) + 1):  # knots 2i and 2i + 1 bound piece i
+            tied += [rate, rate] if piece in flat else [rate, rate + 1]
+            rate += 1 if piece in flat else 2
+        prof, ll = _linear_ml(counts, edges, knots, np.interp(knots, mids, rates), None, np.array(tied), bases[js])
+        return prof, ll, rate + len(js)
+
+    def bic(ll: float, p: int) -> float:
+        return -2 * ll + p * ln_n
+
+    jumps, flat = tuple(bounds[1:-1]), frozenset[int]()
+    prof, ll, p = fit(jumps, flat)
+    while True:
+        # drop jump i: pieces i and i + 1 become one straight piece, the pieces after it move down one
+        moves = [(tuple(t for t in jumps if t != j),
+                  frozenset(f if f < i else f - 1 for f in flat if f not in (i, i + 1))) for i, j in enumerate(jumps)]
+        moves += [(jumps, flat | {i}) for i in range(len(jumps) + 1) if i not in flat]
+        tries = [(js, fl, *fit(js, fl)) for js, fl in moves]
+        if not tries:
+            break
+        js, fl, p2, l2, k2 = min(tries, key=lambda c: bic(c[3], c[4]))
+        if bic(l2, k2) >= bic(ll, p):
+            break
+        jumps, flat, prof, ll, p = js, fl, p2, l2, k2
+    if not jumps or len(flat) == len(jumps) + 1:
+        return None
+    return prof, ll, p, list(jumps)
+
+
 def fit_profile(rel: np.ndarray, span: float, counts: np.ndarray, edges: np.ndarray, *,
                 origin: float = 0.0) -> ProfileFit:
     """The rate profile of arrivals at ``rel`` (sorted, seconds from the window's start) over ``[0, span]``,
@@ -409,6 +489,9 @@ def fit_profile(rel: np.ndarray, span: float, counts: np.ndarray, edges: np.ndar
     lin, ll, p = _linear_candidates(counts, edges, span, bounds, rates, ln_n,
                                     to_beat=-2 * cands[-1][2] + cands[-1][3] * ln_n)
     cands.append(("linear", lin, ll, p, bounds[1:-1]))
+    jumpy = _jumps_candidate(counts, edges, span, bounds, rates, ln_n) if m > 1 else None
+    if jumpy is not None:
+        cands.append(("linear-jumps", jumpy[0], jumpy[1], jumpy[2], jumpy[3]))
     if span >= 2 * DAY:
         cands.extend((name, prof, ll, p, []) for name, prof, ll, p in _daily(rel, counts, edges, span, origin))
     bic = {name: -2 * ll + p * ln_n for name, _, ll, p, _ in cands}
@@ -432,6 +515,11 @@ def fit_profile(rel: np.ndarray, span: float, counts: np.ndarray, edges: np.ndar
         latest_from, peak = span, prof.peak
         latest = float(prof.rate_at(span))
         segments = len(prof.points) - 1
+    elif name == "linear-jumps":
+        cp = [t for t, _ in prof.points[1:-1:2]]  # each jump's time, as written
+        latest_from, peak = span, prof.peak
+        latest = float(prof.rate_at(span))
+        segments = len(cp) + 1
     else:
         cp = [t for t, _ in prof.points[1:-1]]  # as written (rounded to the millisecond)
         latest_from, peak = cp[-1], prof.peak

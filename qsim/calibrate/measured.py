@@ -22,7 +22,7 @@ for Redis sources, whatever the CSV holds)::
 
 ``attempts`` — one row per attempt where the source records them (the qsim
 engine does; BullMQ and CSV do not): the columns of
-:data:`qsim.records.ATTEMPT_COLUMNS` (job_id, attempt, worker, start, end,
+:data:`qsim.results.records.ATTEMPT_COLUMNS` (job_id, attempt, worker, start, end,
 result in ok | failed | stalled | cutoff).
 """
 
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from qsim.errors import CalibrationError
-from qsim.records import attempts_frame
+from qsim.results.records import attempts_frame
 
 __all__ = ["MEASURED_COLUMNS", "QueueConfig", "Measured", "measured_jobs", "parse_when", "in_window", "windowed",
            "data_window"]

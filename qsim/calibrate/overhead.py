@@ -49,7 +49,8 @@ import pandas as pd
 from scipy import stats
 
 from qsim.calibrate.pools import max_overlap
-from qsim.scenario import EngineSettings
+from qsim.spec.redis_cost import RedisCost
+from qsim.spec.scenario import EngineSettings
 
 __all__ = ["Overhead", "NO_OVERHEAD", "estimate_from_jobs", "idle_pickups", "handover_gaps", "MIN_PICKUPS",
            "IN_RUN", "BETWEEN_RUNS", "LATENCY"]
@@ -76,6 +77,9 @@ class Overhead:
             (then subtracted from them before the service fit).
         by_load: ``((utilization, fetch_overhead, ack_overhead), ...)`` measured at several loads
             (the probe at a concurrency): the scenario gets it as ``engine.overhead_by_load``.
+        redis: Redis's own cost per job and per waiting worker, measured by the probe
+            (:mod:`qsim.calibrate.redis_probe`): the scenario gets it as ``engine.redis_cpu_per_job_us``
+            and ``engine.redis_idle_us_per_worker``.
     """
 
     fetch_overhead: float
@@ -87,6 +91,7 @@ class Overhead:
     pickup_latency: float = 0.0
     in_run: bool = True
     by_load: tuple[tuple[float, float, float], ...] | None = None
+    redis: RedisCost | None = None
 
     @property
     def in_slot(self) -> float:
@@ -98,7 +103,7 @@ class Overhead:
         """:attr:`in_slot` at a utilization: ``by_load`` interpolated (the nearest row outside it)."""
         if not (self.by_load and self.in_run):
             return self.in_slot
-        from qsim.load_overhead import overhead_at
+        from qsim.spec.offered_load import overhead_at
 
         fetch, ack = overhead_at(self.engine(), utilization)
         return fetch + ack
@@ -119,8 +124,12 @@ class Overhead:
         from dataclasses import replace
 
         scalars = (0.0, 0.0) if self.by_load else (self.fetch_overhead, self.ack_overhead)
-        return replace(base or EngineSettings(), fetch_overhead=scalars[0], ack_overhead=scalars[1],
-                       pickup_latency=self.pickup_latency, overhead_by_load=self.by_load or None)
+        engine = replace(base or EngineSettings(), fetch_overhead=scalars[0], ack_overhead=scalars[1],
+                         pickup_latency=self.pickup_latency, overhead_by_load=self.by_load or None)
+        if self.redis is None:
+            return engine
+        return replace(engine, redis_cpu_per_job_us=round(self.redis.cpu_per_job_us, 2),
+                       redis_idle_us_per_worker=round(self.redis.idle_us_per_worker, 3))
 
     def as_dict(self) -> dict[str, Any]:
         """The overhead for the JSON report."""
@@ -128,7 +137,8 @@ class Overhead:
                 "pickup_latency": self.pickup_latency, "in_run": self.in_run, "treatment": self.treatment,
                 "source": self.source, "n": self.n, **self.detail,
                 **({"by_load": [list(r) for r in self.by_load]} if self.by_load else {}),
-                **({"note": self.note} if self.note else {})}
+                **({"note": self.note} if self.note else {}),
+                **({"redis": self.redis.as_dict()} if self.redis is not None else {})}
 
 
 NO_OVERHEAD = Overhead(0.0, 0.0, "none")

@@ -61,7 +61,7 @@ def _arrival_axes(ax: Axes, f: TypeFit) -> None:
         model = a.drift.model if a.drift is not None else profile.shape
         ax.plot(grid / unit, profile.rate_at(grid) * 60.0, color="tab:red", linewidth=1.5,
                 label=f"fitted {a.kind} ({model}): mean {a.rate * 60:.4g}/min")
-        for i, cp in enumerate(a.drift.change_points if a.drift is not None and model == "steps" else ()):
+        for i, cp in enumerate(a.drift.change_points if a.drift is not None and model == "steps" else profile.jumps):
             ax.axvline(cp / unit, color="tab:red", linestyle="--", linewidth=0.8,
                        label="change points" if i == 0 else None)
     ax.set_xlabel(f"{label} into the window")

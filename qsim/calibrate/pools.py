@@ -10,6 +10,15 @@ configured larger than it looked. Without worker ids (BullMQ without a
 worker ``name``, a CSV without a ``worker`` column) all runs form one pool of
 one worker whose concurrency is the largest number of runs at once.
 
+Two runs count as at once only when they overlap by a round trip
+(:data:`ROUND_TRIP`) or more (or by half the run that ends first, so short
+runs at once still count). A run's recorded end is when its result reached
+Redis, and the run that took its slot may be recorded as started up to a round
+trip before that: qsim's engine records a job fetched ahead as started when its
+worker started it (its fetch's time plus its wait in the worker), BullMQ takes
+its times from the workers' clocks. Counted at every instant, such a hand-over
+showed one slot (or worker) too many now and then.
+
 A pool's name is the common stem of its worker ids (``craftsmen-0``,
 ``craftsmen-1`` -> ``craftsmen``), else ``workers``.
 """
@@ -23,9 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["PoolFit", "fit_pools", "max_overlap", "runs_of", "busy_spans"]
+__all__ = ["PoolFit", "fit_pools", "max_overlap", "runs_of", "busy_spans", "ROUND_TRIP"]
 
 _STEM = re.compile(r"[-_:.]?\d+$")
+#: Runs that overlap by less than this (seconds: a round trip to Redis on a busy machine) are not at once.
+ROUND_TRIP = 0.01
 
 
 @dataclass(frozen=True)
@@ -47,11 +58,18 @@ class PoolFit:
                 **({"note": self.note} if self.note else {})}
 
 
-def max_overlap(start: np.ndarray, end: np.ndarray) -> int:
-    """The largest number of intervals ``[start, end)`` open at once (an end before a start at a tie)."""
+def max_overlap(start: np.ndarray, end: np.ndarray, *, ignore: float = 0.0) -> int:
+    """The largest number of intervals ``[start, end)`` open at once (an end before a start at a tie).
+
+    With ``ignore`` > 0, an interval overlaps the ones that start before it ends only when the overlap lasts
+    ``ignore`` s or more, or half its own length (so short intervals at once still count): it is counted
+    as ending that much earlier.
+    """
     start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
     if start.size == 0:
         return 0
+    if ignore > 0:
+        end = end - np.clip((end - start) / 2, 0.0, ignore)
     t = np.concatenate([end, start])
     d = np.concatenate([-np.ones(end.size), np.ones(start.size)])
     order = np.lexsort((d, t))
@@ -100,8 +118,11 @@ def _name(ids: list[str], taken: set[str]) -> str:
     return name
 
 
-def fit_pools(runs: pd.DataFrame, queues: list[str]) -> list[PoolFit]:
-    """The pools seen in ``runs`` (see :func:`runs_of`); every queue in ``queues`` is served by one."""
+def fit_pools(runs: pd.DataFrame, queues: list[str], *, round_trip: float = ROUND_TRIP) -> list[PoolFit]:
+    """The pools seen in ``runs`` (see :func:`runs_of`); every queue in ``queues`` is served by one.
+
+    Runs (and workers' spans) that overlap by less than ``round_trip`` s are not counted as at once.
+    """
     pools: list[PoolFit] = []
     taken: set[str] = set()
     known = runs[runs["worker"] != ""]
@@ -115,15 +136,16 @@ def fit_pools(runs: pd.DataFrame, queues: list[str]) -> list[PoolFit]:
         for qset, wids in sorted(groups.items()):
             mine = known[known["worker"].isin(wids)]
             spans = mine.groupby("worker").agg(first=("start", "min"), last=("end", "max"))
-            workers = max(1, max_overlap(spans["first"].to_numpy(), spans["last"].to_numpy()))
-            conc = max(max_overlap(g["start"].to_numpy(), g["end"].to_numpy()) for _, g in mine.groupby("worker"))
+            workers = max(1, max_overlap(spans["first"].to_numpy(), spans["last"].to_numpy(), ignore=round_trip))
+            conc = max(max_overlap(g["start"].to_numpy(), g["end"].to_numpy(), ignore=round_trip)
+                       for _, g in mine.groupby("worker"))
             pools.append(PoolFit(name=_name(wids, taken), queues=qset, workers=workers,
                                  concurrency=max(1, conc), worker_ids=len(wids), runs=len(mine)))
             served.update(qset)
     rest = [q for q in queues if q not in served]
     if rest:
         anon = runs[(runs["worker"] == "") & runs["queue"].isin(rest)]
-        conc = max(1, max_overlap(anon["start"].to_numpy(), anon["end"].to_numpy()))
+        conc = max(1, max_overlap(anon["start"].to_numpy(), anon["end"].to_numpy(), ignore=round_trip))
         note = ("no worker ids recorded: one worker whose concurrency is the most jobs seen running at once"
                 if len(anon) else "no runs seen for these queues: one worker, concurrency 1")
         pools.append(PoolFit(name=_name(["workers"], taken), queues=tuple(rest), workers=1, concurrency=conc,

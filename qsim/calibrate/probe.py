@@ -22,7 +22,7 @@ out: the workers warm up), measured at the utilization it actually reached
 (busy slot-seconds over slot-seconds). The rows ``(utilization,
 fetch_overhead, ack_overhead)`` become the scenario's ``[engine]
 overhead_by_load``, which the model reads at the load it simulates
-(:mod:`qsim.load_overhead`). The handler's time (``service``) sets the job rate at
+(:mod:`qsim.spec.offered_load`). The handler's time (``service``) sets the job rate at
 each load: near the user's mean service time, the probe's jobs per second at
 a load are the user's. A load the engine cannot keep up with has no job that
 found a slot free: its pickup is the lighter load's (the in-slot time, what a
@@ -47,7 +47,7 @@ from qsim.calibrate.measured import measured_jobs
 from qsim.calibrate.overhead import Overhead, idle_pickups, trimmed_mean
 from qsim.calibrate.pools import runs_of
 from qsim.errors import CalibrationError
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["probe", "probe_scenario", "SERVICE", "DEFAULT_LOADS", "STEP", "SETTLE", "MIN_JOBS_PER_LOAD", "MAX_STEP"]
 

@@ -42,9 +42,9 @@ from qsim.calibrate.redis_read import (
 )
 from qsim.engine.keys import QueueKeys
 from qsim.engine.queue import DEFAULT_KEEP_COMPLETED
+from qsim.engine.safety import display_url
 from qsim.errors import CalibrationError
-from qsim.records import attempts_frame
-from qsim.safety import display_url
+from qsim.results.records import attempts_frame
 
 __all__ = ["read_qsim", "FIELDS"]
 

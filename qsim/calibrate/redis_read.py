@@ -14,8 +14,8 @@ from typing import Any
 import redis
 
 from qsim.engine.connection import connect
+from qsim.engine.safety import unreachable
 from qsim.errors import RedisUnavailable
-from qsim.safety import unreachable
 
 __all__ = ["BATCH", "open_client", "redis_now", "newest_first", "all_members", "list_members", "hashes",
            "scan_some", "key_type"]

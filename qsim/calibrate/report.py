@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim import dists
 from qsim.calibrate.arrivals import ArrivalFit
 from qsim.calibrate.measured import Measured
 from qsim.calibrate.overhead import Overhead
@@ -27,11 +26,12 @@ from qsim.calibrate.plots import write_plots
 from qsim.calibrate.pools import PoolFit
 from qsim.calibrate.service import ServiceFit
 from qsim.calibrate.typefit import TypeFit
-from qsim.display import bullets, page, para, table
 from qsim.errors import UsageError
-from qsim.outpath import make_out_dir, out_file
-from qsim.scenario import Scenario
-from qsim.scenario_toml import to_toml, write_toml
+from qsim.results.display import bullets, page, para, sig, table
+from qsim.results.outpath import make_out_dir, out_file
+from qsim.spec import dists
+from qsim.spec.scenario import Scenario
+from qsim.spec.toml_writer import to_toml, write_toml
 
 __all__ = ["TypeFit", "Calibration", "with_paths"]
 
@@ -40,10 +40,6 @@ def _when(t: float) -> str:
     if t > 1e9:  # Unix time
         return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"{t:.6g} s"
-
-
-def _ms(x: float) -> str:
-    return f"{x * 1e3:.3g} ms"
 
 
 def _service_text(s: ServiceFit) -> str:
@@ -56,7 +52,8 @@ def _arrival_text(a: ArrivalFit) -> str:
     extra = f" x{a.size}" if a.kind == "burst" else ""
     if a.profile is not None and a.drift is not None:
         d = a.drift
-        shape = {"steps": f"{d.segments} steps", "linear": f"linear, {len(a.profile.points)} knots",
+        jumps = f", {len(a.profile.jumps)} jump(s)" if a.profile.jumps else ""
+        shape = {"steps": f"{d.segments} steps", "linear": f"linear, {len(a.profile.points)} knots{jumps}",
                  "daily": "daily"}[d.model]
         return (f"{a.kind}{extra} ({shape}) mean {a.rate:.4g}/s, latest {a.latest_rate:.4g}/s, "
                 f"peak {a.peak_rate:.4g}/s")
@@ -129,7 +126,7 @@ class Calibration:
                 "throughput": len(done) / span if span > 0 else math.nan, "wait": stats(wait), "latency": stats(lat)}
 
     def comments(self) -> dict[str, str]:
-        """Comments for the TOML file, keyed by key path (see :func:`qsim.scenario_toml.to_toml`)."""
+        """Comments for the TOML file, keyed by key path (see :func:`qsim.spec.toml_writer.to_toml`)."""
         c: dict[str, str] = {}
         start, end = self.window
         c["duration"] = f"the measured window: {len(self.measured.jobs)} jobs enqueued from {_when(start)} to {_when(end)}"
@@ -139,7 +136,7 @@ class Calibration:
             c[k] = f"job type {name!r}: {f.jobs} jobs" + "".join(f"\nnote: {n}" for n in f.notes)
             c[f"{k}.arrival"] = _arrival_comment(f.arrival)
             s = f.service
-            less = f" less {_ms(s.shift)} engine overhead" if s.shift else ""
+            less = f" less {sig(s.shift * 1e3, ' ms')} engine overhead" if s.shift else ""
             if s.kind == "empirical":
                 c[f"{k}.service"] = f"the {s.n} measured runs{less} (mean {s.mean:.4g} s, cv {s.cv:.3g}); {s.note}"
             elif s.kind == "constant":
@@ -171,6 +168,11 @@ class Calibration:
         c["engine.pickup_latency"] = ("the mean pickup of jobs that found a slot free: not known to hold a slot, "
                                       "so it is waited without holding one") if o.pickup_latency else \
             "none (the pickup, if any, is fetch_overhead)"
+        if o.redis is not None:
+            c["engine.redis_cpu_per_job_us"] = (f"Redis CPU per job measured by the probe on this Redis "
+                                                f"({o.redis.detail.get('commands_per_job', 0):.3g} commands per job): "
+                                                f"qsim plan and autoscale report the share of a Redis core it implies")
+            c["engine.redis_idle_us_per_worker"] = "Redis CPU per second of a waiting worker, measured by the probe"
         if o.by_load:
             c["engine.overhead_by_load"] = ("[utilization, fetch_overhead, ack_overhead] measured by the probe at "
                                             "each load; the model reads the row of the load it simulates")
@@ -186,7 +188,7 @@ class Calibration:
     def write(self, path: str | Path, *, option: str | None = None) -> Scenario:
         """Write the scenario TOML to ``path``, empirical/trace CSVs beside it; returns the scenario as written.
 
-        The folder must exist (:mod:`qsim.outpath`). Everything is checked before a file is
+        The folder must exist (:mod:`qsim.results.outpath`). Everything is checked before a file is
         written; if writing fails midway, the CSVs this call wrote are removed again and the
         TOML is either the new one whole or untouched.
 
@@ -253,10 +255,11 @@ class Calibration:
     def _engine_line(self) -> str:
         o = self.overhead
         if o.by_load:
-            rows = ", ".join(f"{u:.2g}: {_ms(f)} + {_ms(a)}" for u, f, a in o.by_load)
+            rows = ", ".join(f"{u:.2g}: {sig(f * 1e3, ' ms')} + {sig(a * 1e3, ' ms')}" for u, f, a in o.by_load)
             return f"engine: overhead by load (utilization: fetch + ack) {rows} ({o.source})"
-        pickup = f", pickup_latency {_ms(o.pickup_latency)}" if o.pickup_latency else ""
-        return (f"engine: fetch_overhead {_ms(o.fetch_overhead)}, ack_overhead {_ms(o.ack_overhead)}{pickup} "
+        pickup = f", pickup_latency {sig(o.pickup_latency * 1e3, ' ms')}" if o.pickup_latency else ""
+        return (f"engine: fetch_overhead {sig(o.fetch_overhead * 1e3, ' ms')}, "
+                f"ack_overhead {sig(o.ack_overhead * 1e3, ' ms')}{pickup} "
                 f"({o.source}: {o.treatment})")
 
     def __repr__(self) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from qsim import dists
+from qsim.spec import dists
 
 __all__ = ["ServiceFit", "fit_service", "bootstrap_ks_p", "MIN_FIT", "CANDIDATES", "BOOTSTRAP_ROUNDS",
            "BOOTSTRAP_MAX_N"]

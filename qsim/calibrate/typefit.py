@@ -8,7 +8,7 @@ from typing import Any
 from qsim.calibrate.arrivals import ArrivalFit
 from qsim.calibrate.failures import FailureFit
 from qsim.calibrate.service import ServiceFit
-from qsim.scenario import BackoffSpec
+from qsim.spec.scenario import BackoffSpec
 
 __all__ = ["TypeFit"]
 

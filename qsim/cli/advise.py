@@ -3,7 +3,7 @@
 ::
 
     qsim advise --redis URL --queue NAME --slo "p95_wait<=2" [--window 15m] [--from qsim|bullmq]
-                [--watch S] [--json]
+                [--redis-ceiling U] [--redis-cpu-per-job US] [--watch S] [--json]
 
 Read-only on the Redis it reads (the :mod:`qsim.calibrate` sources). The logic
 is :mod:`qsim.advise`; this module parses, prints and, with ``--watch``,
@@ -26,6 +26,7 @@ from qsim.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     Progress,
+    add_redis_flags,
     err,
     finite,
     nonneg_float,
@@ -38,7 +39,7 @@ from qsim.cli.common import (
 )
 from qsim.cli.plan import confidence_arg, replications_arg
 from qsim.errors import ScenarioError, UsageError
-from qsim.outpath import out_file
+from qsim.results.outpath import out_file
 
 __all__ = ["register", "cmd_advise"]
 
@@ -53,7 +54,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
                 min_jobs=args.min_jobs, max_jobs=args.max_jobs, concurrency=args.concurrency,
                 max_workers=args.max_workers, replications=args.replications, confidence=args.confidence,
                 search=args.search, jobs_per_run=args.jobs_per_run, seed=args.seed, processes=args.processes,
-                pre_stop=args.pre_stop)
+                pre_stop=args.pre_stop, redis_ceiling=args.redis_ceiling, redis_cpu_per_job_us=args.redis_cpu_per_job)
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -105,6 +106,11 @@ def _watch(args: argparse.Namespace, url: str) -> int:
 
         registry = CollectorRegistry()
         registry.register(AdviceCollector(latest))
+        if args.source == "bullmq":  # BullMQ's workers export nothing: the queue's own gauges come from here
+            from qsim.bullmq.gauges import BullMQCollector
+            from qsim.bullmq.options import DEFAULT_PREFIX
+
+            registry.register(BullMQCollector(url, args.queue, args.prefix or DEFAULT_PREFIX))
         try:
             server, _ = start_http_server(args.metrics_port, registry=registry)
         except OSError as e:
@@ -160,7 +166,8 @@ def register(sub: Any) -> None:
         description="Calibrate a scenario from the jobs a running queue enqueued in the last --window (read-only "
                     "on Redis, as qsim calibrate) and plan the least workers, at the pool's concurrency, whose "
                     "confidence interval meets every --slo. Prints the recommendation with the measured arrival "
-                    "rate, service fit, utilization and current worker count. An SLO no worker count can meet "
+                    "rate, service fit, utilization and current worker count, and the share of one Redis core the "
+                    "recommendation implies (a warning above --redis-ceiling). An SLO no worker count can meet "
                     "(the queue's rate or concurrency limit, or no count up to --max-workers) is said in words. "
                     "--watch S repeats every S seconds and prints a line only when something changes.",
         epilog="Exit codes: 0 success (and Ctrl-C ending --watch), 2 bad input (an SLO, a window, no jobs in the "
@@ -198,10 +205,12 @@ def register(sub: Any) -> None:
                    help="read at most N jobs, the most recently finished first (default 200000)")
     p.add_argument("--pre-stop", type=nonneg_float, default=0.0, metavar="S",
                    help="seconds a Kubernetes preStop hook takes, for the advised terminationGracePeriodSeconds")
+    add_redis_flags(p)
     p.add_argument("--watch", type=pos_float, metavar="S",
                    help="repeat every S seconds; print a timestamped line when the advice or a key figure changes")
     p.add_argument("--metrics-port", type=pos_int, metavar="P",
-                   help="with --watch: serve qsim_recommended_workers and friends on http://0.0.0.0:P/metrics")
+                   help="with --watch: serve qsim_recommended_workers and friends on http://0.0.0.0:P/metrics "
+                        "(--from bullmq: also the queue's qsim_bullmq_jobs and oldest waiting age)")
     p.add_argument("--out", metavar="FILE.toml",
                    help="write the planned scenario (offline: qsim plan FILE.toml with the printed arguments); "
                         "with --watch, that of each advice printed; its folder must exist")

@@ -10,6 +10,10 @@
 
 Reading is read-only (``--from qsim|bullmq`` never writes to the Redis it
 reads; ``--redis`` defaults to ``$REDIS_URL``, then ``redis://127.0.0.1:6379/0``).
+The probe also measures Redis's own CPU per job and per waiting worker (``INFO
+cpu``/``commandstats`` around a short add-and-drain; :mod:`qsim.calibrate.redis_probe`),
+which ``--out`` writes as ``[engine] redis_cpu_per_job_us`` and
+``redis_idle_us_per_worker`` for ``qsim plan`` and ``qsim autoscale``.
 The probe writes keys of its own and deletes them: like ``qsim run`` it
 refuses a Redis that is not on this machine unless confirmed, and without
 ``--redis``/``$REDIS_URL`` starts a throwaway ``redis-server``. Exit 2 on bad
@@ -21,6 +25,7 @@ cannot be reached), checked before anything is read: nothing is written then.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,11 +33,13 @@ from typing import Any
 from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_float, pos_int, print_json, redis_url,
                               resolve_redis_url)
 from qsim.errors import UsageError
-from qsim.outpath import out_dir, out_file
+from qsim.results.outpath import out_dir, out_file
 
 __all__ = ["register", "cmd_calibrate"]
 
 SOURCES = ("qsim", "bullmq", "csv")
+
+logger = logging.getLogger(__name__)
 
 
 def _bad(message: str) -> int:
@@ -76,7 +83,12 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def _probe(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    import redis
+
     from qsim.calibrate.probe import DEFAULT_LOADS, SERVICE, probe
+    from qsim.calibrate.redis_probe import probe_redis_cost
     from qsim.cli.run import redis_for
 
     options: dict[str, Any] = {"service": args.probe_service or SERVICE}
@@ -85,9 +97,15 @@ def _probe(args: argparse.Namespace) -> Any:
     with redis_for(args) as url:
         progress = Progress("probe the engine's overhead")
         try:
-            return probe(url, progress=progress, **options)
+            overhead = probe(url, progress=progress, **options)
         finally:
             progress.close()
+        try:  # Redis's own CPU per job, for plan and autoscale
+            return replace(overhead, redis=probe_redis_cost(url))
+        except redis.ResponseError as e:  # e.g. an ACL user without INFO: the overheads stand alone
+            logger.warning("could not measure Redis's CPU per job (INFO cpu/commandstats refused: %s); plan and "
+                           "autoscale will use qsim's default", e)
+            return overhead
 
 
 def _calibrate(args: argparse.Namespace, overhead: Any) -> Any:
@@ -139,6 +157,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _probe_text(overhead: Any) -> str:
     """The probe's result as the lines of an ``[engine]`` table."""
+    lines = _overhead_text(overhead)
+    r = overhead.redis
+    if r is not None:
+        d = r.detail
+        lines += (f"\nredis_cpu_per_job_us = {r.cpu_per_job_us:.2f}   # Redis CPU per job: add {d['add_us']:.1f} "
+                  f"+ fetch and completion {d['drain_us']:.1f} µs, {d['commands_per_job']:.1f} commands"
+                  f"\nredis_idle_us_per_worker = {r.idle_us_per_worker:.3f}   # Redis CPU per second of a waiting "
+                  f"worker ({d['idle_commands_per_worker_s']:.2f} commands/s)")
+    return lines
+
+
+def _overhead_text(overhead: Any) -> str:
     d = overhead.as_dict()
     if overhead.by_load:
         rows = ", ".join(f"[{u:.3f}, {f:.6f}, {a:.6f}]" for u, f, a in overhead.by_load)
@@ -215,7 +245,9 @@ def register(sub: Any) -> None:
     p.add_argument("--probe", action="store_true",
                    help="run a short probe on the engine (keys of its own, deleted afterwards) and fit [engine] "
                         "fetch_overhead and ack_overhead: at light load, or with --concurrency at your pools' shape "
-                        "over several loads (overhead_by_load); with --from, use them for the calibration")
+                        "over several loads (overhead_by_load); then Redis's own CPU per job and per waiting worker "
+                        "(redis_cpu_per_job_us, redis_idle_us_per_worker: what plan and autoscale price Redis at); "
+                        "with --from, use them for the calibration")
     p.add_argument("--concurrency", type=pos_int, metavar="N",
                    help="--probe under load: jobs at once per worker, as in your pools; the probe steps through "
                         "--loads and writes [engine] overhead_by_load (the model reads the row of its load)")

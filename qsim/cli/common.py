@@ -5,7 +5,7 @@ Exit codes (the one place they are decided, :func:`exit_code`; the table is
 ``docs/reference/exit-codes.md``): 0 success; 2 bad input, with one sentence
 naming what is wrong: a scenario, an argument, a CSV or a window of measured
 jobs (:class:`~qsim.errors.CalibrationError`), an output path
-(:mod:`qsim.outpath`), a Redis URL that is malformed or cannot be reached;
+(:mod:`qsim.results.outpath`), a Redis URL that is malformed or cannot be reached;
 1 any other failure (``qsim compare --check`` out of tolerance, a worker
 process that did not start, Redis going away mid-run); 3 ``qsim worker``: jobs
 were cut off at shutdown and handed back; 130 interrupted. ``--json`` prints
@@ -26,12 +26,13 @@ from qsim.engine import EXIT_CUT_OFF
 from qsim.engine.connection import DEFAULT_REDIS_URL
 from qsim.errors import (CalibrationError, RedisUnavailable, ScenarioError, TheoryNotApplicable,
                          ToleranceError, UsageError)
-from qsim.safety import check_redis_url
+from qsim.engine.safety import check_redis_url
 from qsim.scenarios import load as load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "EXIT_CUT_OFF", "EXIT_INTERRUPTED", "BAD_INPUT",
-           "exit_code", "DEFAULT_REDIS_URL", "resolve_redis_url", "redis_url", "nonneg_int", "pos_int", "pos_float",
-           "nonneg_float", "load_scenario", "Progress", "print_json", "finite", "fmt", "err"]
+           "share_of_core", "add_redis_flags", "exit_code", "DEFAULT_REDIS_URL", "resolve_redis_url", "redis_url",
+           "nonneg_int", "pos_int", "pos_float",
+           "nonneg_float", "load_scenario", "Progress", "print_json", "finite", "fmt", "err", "parse_vary"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 #: Ctrl-C (128 + SIGINT, as a shell reports it).
@@ -122,6 +123,26 @@ def pos_float(text: str) -> float:
     return value
 
 
+def share_of_core(text: str) -> float:
+    """argparse type of ``--redis-ceiling``: a share of one Redis core in (0, 1]."""
+    value = _float(text)
+    if not (0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be a share of one Redis core in (0, 1], such as 0.7, got {text}")
+    return value
+
+
+def add_redis_flags(p: argparse.ArgumentParser) -> None:
+    """``--redis-ceiling`` and ``--redis-cpu-per-job``: how ``plan``, ``autoscale`` and ``advise`` price Redis."""
+    from qsim.spec.redis_cost import DEFAULT_CEILING
+
+    p.add_argument("--redis-ceiling", type=share_of_core, default=DEFAULT_CEILING, metavar="U",
+                   help=f"warn when the answer needs more than this share of one Redis core (default "
+                        f"{DEFAULT_CEILING:g})")
+    p.add_argument("--redis-cpu-per-job", type=pos_float, metavar="US",
+                   help="Redis CPU per job in µs to price the answer at (default: the scenario's "
+                        "engine.redis_cpu_per_job_us, measured by qsim calibrate --probe, else qsim's default)")
+
+
 def nonneg_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
     value = _float(text)
@@ -193,3 +214,19 @@ def fmt(x: Any, unit: str = "") -> str:
             return "inf"
         return f"{x:.4g}{unit}"
     return f"{x}{unit}"
+
+
+def parse_vary(items: list[str]) -> dict[str, list[float | int]]:
+    """``--vary PATH=VALUES`` options (``pools.NAME.concurrency=1:64``) as a grid: path -> values."""
+    from qsim.analysis.plan.sweep import parse_values
+
+    vary: dict[str, list[float | int]] = {}
+    for item in items:
+        path, sep, values = item.partition("=")
+        if not sep or not path.strip():
+            raise ScenarioError(f"--vary must look like pools.NAME.concurrency=1:64, got {item!r}")
+        try:
+            vary[path.strip()] = parse_values(values)
+        except ScenarioError as e:
+            raise ScenarioError(f"--vary {path.strip()}: {e}") from None
+    return vary

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from qsim.cli.common import finite, fmt
-from qsim.outpath import make_out_dir
-from qsim.records import Records
-from qsim.scenario import Scenario
+from qsim.results.outpath import make_out_dir
+from qsim.results.records import Records
+from qsim.spec.scenario import Scenario
 
 __all__ = ["format_summary", "format_theory", "format_comparison", "format_check", "write_outputs"]
 
@@ -69,7 +69,7 @@ def format_theory(result: dict[str, Any]) -> str:
 
 def format_comparison(doc: dict[str, Any]) -> str:
     """Model, engine and engine/model for each compared field."""
-    from qsim.analysis.compare import field_value
+    from qsim.analysis.fidelity.compare import field_value
 
     side = str(doc["engine"].get("source") or "engine")  # "engine", or "bullmq" with --target bullmq
     lines = [f"scenario {doc['model']['scenario']}  seed {doc['model']['seed']}",
@@ -78,8 +78,14 @@ def format_comparison(doc: dict[str, Any]) -> str:
         m, e = field_value(doc["model"], path), field_value(doc["engine"], path)
         cells = [f"{v:.4g}" if isinstance(v, float) else "-" if v is None else str(v) for v in (m, e)]
         lines.append(f"{path:<22}{cells[0]:>12}{cells[1]:>12}{'-' if ratio is None else f'{ratio:.3f}':>14}")
-    lost = doc["engine"]["jobs"]["lost"]
+    jobs = doc["engine"]["jobs"]
+    lost, unfinished = jobs["lost"], jobs.get("unfinished", 0)
     lines.append(f"\n{side} lost {lost} job(s)" if lost else f"\n{side} lost no job")
+    if unfinished:
+        idle = side == "bullmq" and not jobs.get("completed") and not jobs.get("dead")
+        hint = ": no BullMQ worker took any (is one listening on the queue?)" if idle else ""
+        lines.append(f"{side} left {unfinished} of {jobs.get('arrived', '?')} job(s) unfinished at the drain "
+                     f"timeout{hint}")
     for note in doc.get("bullmq", {}).get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines)
@@ -93,10 +99,11 @@ def _slo_value(x: Any, share: float | None) -> str:
 def format_check(doc: Mapping[str, Any], side: str = "engine") -> str:
     """The verdict table of ``qsim compare --check`` (its ``check`` document) and a last line saying which
     failed; ``side`` names the measured column (``engine``, ``bullmq``)."""
-    from qsim.analysis.check import Tolerance, unit_of
+    from qsim.analysis.fidelity.check import Tolerance, unit_of
 
     tols = ["-" if q["verdict"] == "skip" else
-            Tolerance(q["rel"], q["abs"], share=q.get("share", 1.0)).describe(unit_of(q["quantity"]))
+            Tolerance(q["rel"], q["abs"], share=q.get("share", 1.0),
+                      band=q.get("band_replications", 0)).describe(unit_of(q["quantity"]))
             for q in doc["quantities"]]
     width = max([16, *(len(t) + 2 for t in tols)])
     lines = [f"{'quantity':<24}{'model':>11}{side:>11}{'ratio':>8}  {'tolerance':<{width}}verdict"]
@@ -122,7 +129,7 @@ def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: Mapping[str, A
                   records: Records | None = None, *, option: str = "--out") -> None:
     """jobs.csv, attempts.csv, drains.csv (when processes were stopped), timeseries.csv,
     summary.json and the PNG plots into ``out`` (created if missing, one level: its parent
-    must exist, see :mod:`qsim.outpath`)."""
+    must exist, see :mod:`qsim.results.outpath`)."""
     from qsim.analysis import plots
 
     out = make_out_dir(out, option)
@@ -138,7 +145,7 @@ def write_outputs(out: Path, jobs: Any, timeseries: Any, summary: Mapping[str, A
     plots.wait_distribution(jobs, warmup=scenario.warmup, title=f"{scenario.name}: wait time").savefig(
         out / "wait_distribution.png", dpi=100)
     for pool in summary.get("autoscaling") or {}:
-        from qsim.analysis.scaleplots import autoscaling_plot
+        from qsim.analysis.autoscaling.plots import autoscaling_plot
 
         autoscaling_plot({f"{pool} ({summary['autoscaling'][pool].get('policy', '')})": summary}, pool,
                          title=f"{scenario.name}: workers and p95 wait").savefig(out / f"autoscaling_{pool}.png",

@@ -6,11 +6,11 @@ import argparse
 import logging
 from typing import Any
 
-from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, load_scenario, nonneg_int, pos_float, pos_int,
-                              print_json)
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, add_redis_flags, err, load_scenario, nonneg_int,
+                              parse_vary, pos_float, pos_int, print_json)
 from qsim.cli.windows import apply_window
 from qsim.errors import ScenarioError
-from qsim.outpath import out_file
+from qsim.results.outpath import out_file
 
 __all__ = ["register", "cmd_plan", "replications_arg", "confidence_arg"]
 
@@ -41,29 +41,15 @@ def confidence_arg(text: str) -> float:
     return value
 
 
-def _vary(items: list[str]) -> dict[str, list[float | int]]:
-    from qsim.analysis.sweep import parse_values
-
-    vary: dict[str, list[float | int]] = {}
-    for item in items:
-        path, sep, values = item.partition("=")
-        if not sep or not path.strip():
-            raise ScenarioError(f"--vary must look like pools.NAME.concurrency=1:64, got {item!r}")
-        try:
-            vary[path.strip()] = parse_values(values)
-        except ScenarioError as e:
-            raise ScenarioError(f"--vary {path.strip()}: {e}") from None
-    return vary
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     """Simulate the --vary settings and recommend the cheapest one that meets every --slo."""
-    from qsim.analysis.plan import parse_slo, plan
-    from qsim.analysis.runner import connect_dask
+    from qsim.analysis.plan import plan
+    from qsim.analysis.plan.runner import connect_dask
+    from qsim.analysis.slo.language import parse_slo
 
     scenario = apply_window(load_scenario(args.scenario), args.window)
     slos = [parse_slo(text) for text in args.slo]
-    vary = _vary(args.vary)
+    vary = parse_vary(args.vary)
     if args.plot is not None:
         out_file(args.plot, "--plot")  # before the runs: a path that cannot be written is refused first
     client = None
@@ -77,7 +63,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         result = plan(scenario, slos, vary, seed=args.seed, max_jobs=args.jobs, processes=args.processes,
                       replications=args.replications, confidence=args.confidence, search=args.search,
-                      minimize=args.minimize, client=client, progress=progress, peak=args.peak)
+                      minimize=args.minimize, client=client, progress=progress, peak=args.peak,
+                      redis_ceiling=args.redis_ceiling, redis_cpu_per_job_us=args.redis_cpu_per_job)
     finally:
         progress.close()
         if client is not None:
@@ -87,6 +74,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         plan_plot(result).savefig(args.plot, dpi=100)
         logger.info("wrote %s", args.plot)
+    for warning in result.get("warnings", []):
+        err("plan", f"warning: {warning}")
     if args.json:
         print_json(result)
     else:
@@ -132,9 +121,11 @@ def register(sub: Any) -> None:
     p.add_argument("--peak", type=pos_float, default=3600.0, metavar="S",
                    help="over a rate profile: the length of the peak period whose windows are also judged alone "
                         "(default 3600: the peak hour)")
+    add_redis_flags(p)
     p.add_argument("--seed", type=nonneg_int, help="replication r uses SEED + r (default: the scenario's seed)")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs in each run")
     p.add_argument("--processes", type=pos_int, metavar="N", help="parallel runs (default: every core)")
     p.add_argument("--json", action="store_true",
-                   help="print {points: [{params, summary, meets_slo, replications, ci, ...}], recommended} as JSON")
+                   help="print {points: [{params, summary, meets_slo, replications, ci, ...}], recommended, redis: "
+                        "{cpu_per_job_us, utilization, ...}, warnings} as JSON")
     p.set_defaults(func=cmd_plan)

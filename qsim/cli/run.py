@@ -22,9 +22,9 @@ from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, finite, load_scena
 from qsim.cli.output import format_check, format_comparison, format_summary, write_outputs
 from qsim.cli.windows import (add_window_args, apply_window, format_window_comparison, format_windows,
                               write_windows)
-from qsim.outpath import out_dir
+from qsim.results.outpath import out_dir
 
-__all__ = ["register", "redis_for", "cmd_run", "cmd_compare"]
+__all__ = ["register", "redis_for", "cmd_run", "cmd_compare", "worker_command"]
 
 
 @contextlib.contextmanager
@@ -36,7 +36,7 @@ def redis_for(args: argparse.Namespace) -> Iterator[str]:
     """
     url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if url:
-        from qsim.safety import require_local_or_confirmed
+        from qsim.engine.safety import require_local_or_confirmed
 
         require_local_or_confirmed(url, args.i_know_this_is_not_local)
         yield url
@@ -54,7 +54,7 @@ def _engine(args: argparse.Namespace, scenario: Any, url: str) -> Any:
     try:
         recommend = None
         if scenario.autoscalers:
-            from qsim.analysis.autoscale import advisors
+            from qsim.advise.load import advisors
 
             recommend = advisors(scenario) or None
         return run_scenario(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
@@ -88,12 +88,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
     """``--target bullmq``: the model beside the BullMQ workers that run on ``--redis``."""
-    from qsim.bullmq.compare import compare_bullmq, queue_map
+    from qsim.bullmq.compare import check_workers, compare_bullmq, queue_map
     from qsim.bullmq.options import check_supported
+    from qsim.engine.safety import require_local_or_confirmed
     from qsim.errors import ScenarioError
-    from qsim.safety import require_local_or_confirmed
 
     check_supported(scenario, compare=True)
+    command = worker_command(args.worker_command)
+    check_workers(scenario, command)  # an autoscaled scenario needs the command; its metrics must be BullMQ's
     queue_map(scenario, args.queue or [])  # bad --queue values are refused before anything runs
     url = resolve_redis_url(args.redis) if args.redis or os.environ.get("REDIS_URL") else None
     if not url:
@@ -102,18 +104,42 @@ def _compare_bullmq(args: argparse.Namespace, scenario: Any) -> Any:
     progress = Progress(f"compare {scenario.name} (model, then BullMQ)")
     try:
         return compare_bullmq(scenario, url, queues=args.queue, prefix=args.prefix or "bull", seed=args.seed,
-                              max_jobs=args.jobs, drain_timeout=args.drain_timeout, progress=progress)
+                              max_jobs=args.jobs, drain_timeout=args.drain_timeout, progress=progress,
+                              worker_command=command)
     finally:
         progress.close()
+
+
+def worker_command(text: str | None) -> list[str] | None:
+    """``--worker-command``'s value split as a POSIX shell would (None: not given).
+
+    Raises:
+        UsageError: An empty command, or one a shell could not split (an unclosed quote).
+    """
+    if text is None:
+        return None
+    import shlex
+
+    from qsim.errors import UsageError
+
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"--worker-command {text!r}: {e}") from None
+    if not argv:
+        raise UsageError("--worker-command is empty: give the command that runs one BullMQ worker, e.g. "
+                         "'node worker.js'")
+    return argv
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Run the model and the engine (or BullMQ) on one scenario and print both with their ratios; with
     ``--check``, the verdict per quantity (and per ``--slo``), and exit 1 when one is out of tolerance
     (or the measured run misses an SLO)."""
-    from qsim.analysis.check import check, check_document, judge_slos, load_tolerances, quantities_of
-    from qsim.analysis.compare import compare
-    from qsim.analysis.plan import parse_slo
+    from qsim.advise.load import advisors
+    from qsim.analysis.fidelity.check import check, check_document, judge_slos, load_tolerances, quantities_of
+    from qsim.analysis.fidelity.compare import compare
+    from qsim.analysis.slo.language import parse_slo
     from qsim.harness.run import check_supported
 
     scenario = apply_window(load_scenario(args.scenario), args.window)
@@ -122,6 +148,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             from qsim.errors import ScenarioError
 
             raise ScenarioError("--queue and --prefix name BullMQ queues: use them with --target bullmq")
+        if args.worker_command is not None:
+            from qsim.errors import ScenarioError
+
+            raise ScenarioError("--worker-command starts BullMQ workers: use it with --target bullmq (qsim's "
+                                "engine runs its own pool workers)")
         check_supported(scenario)
     if args.out is not None:
         out_dir(args.out, "--out")  # before anything runs: a path that cannot be written is refused first
@@ -136,16 +167,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
             progress = Progress(f"compare {scenario.name} (model, then the engine)")
             try:
                 doc = compare(scenario, url, seed=args.seed, max_jobs=args.jobs, drain_timeout=args.drain_timeout,
-                              progress=progress, keep=args.keep)
+                              progress=progress, keep=args.keep, advisors=advisors)
             finally:
                 progress.close()
     if checking:
-        doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario),
+        doc["check"] = check_document(check(doc["model"], doc["engine"], tolerances, scenario=scenario,
+                                            band_replications=int((doc.get("bands") or {}).get("replications", 0))),
                                       judge_slos(slos, doc["model"], doc["engine"]))
     if args.out:
         write_windows(Path(args.out), {"model": doc["model"], "engine": doc["engine"]}, scenario)
         for pool in doc.get("autoscaling") or {}:
-            from qsim.analysis.scaleplots import autoscaling_plot
+            from qsim.analysis.autoscaling.plots import autoscaling_plot
 
             slo = next((x.value for x in slos if x.metric == "p95_wait"), None)
             autoscaling_plot({"model": doc["model"], "engine": doc["engine"]}, pool, slo=slo,
@@ -157,7 +189,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(format_comparison(doc))
         if doc.get("autoscaling"):
-            from qsim.analysis.scalecompare import format_agreement
+            from qsim.analysis.fidelity.autoscaling import format_agreement
 
             print()
             print(format_agreement(doc["autoscaling"]))
@@ -219,6 +251,12 @@ def register(sub: Any) -> None:
                    help="with --target bullmq: the BullMQ queue (repeat for several: SCENARIO_QUEUE=BULLMQ_QUEUE, "
                         "or a scenario queue's own name)")
     p.add_argument("--prefix", metavar="P", help="with --target bullmq: BullMQ's key prefix (default bull)")
+    p.add_argument("--worker-command", metavar="CMD",
+                   help="with --target bullmq: qsim starts the workers, each pool's processes running CMD (e.g. "
+                        "'node worker.js'; told REDIS_URL, QSIM_QUEUE, QSIM_QUEUES, QSIM_PREFIX, QSIM_CONCURRENCY, "
+                        "QSIM_POOL, QSIM_WORKER_ID and QSIM_GRACE in its environment), and scales the pools "
+                        "that have [[autoscalers]] with the model's controller on the queue's BullMQ keys "
+                        "(needed for an autoscaled scenario)")
     p.add_argument("--slo", action="append", metavar="EXPR",
                    help="an objective the engine's run must meet (implies --check; repeatable): p95_wait<=2, "
                         "'p95_wait<=2 in 95%% of windows', 'p95_wait<=2 in every window'")

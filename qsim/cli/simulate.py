@@ -9,26 +9,47 @@ from typing import Any
 from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
 from qsim.cli.output import format_summary, format_theory, write_outputs
 from qsim.cli.windows import add_window_args, apply_window, format_windows, write_windows
-from qsim.outpath import out_dir
+from qsim.errors import UsageError
+from qsim.results.outpath import out_dir
 
-__all__ = ["register", "cmd_simulate", "cmd_theory"]
+__all__ = ["register", "cmd_simulate", "cmd_theory", "replications_arg"]
+
+
+def replications_arg(text: str) -> int:
+    """argparse type of ``simulate --replications``: an integer >= 2 (a band needs several runs)."""
+    value = pos_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be >= 2 (a band needs several runs), got {value}")
+    return value
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run the model on a scenario and print its Summary."""
-    from qsim.model import simulate
+    from qsim.model import simulate, simulate_replications
 
     scenario = apply_window(load_scenario(args.scenario), args.window)
+    if args.arrivals is not None:
+        from qsim.spec.arrival_trace import replay_arrivals
+
+        mode, path = args.arrivals
+        if mode != "trace":
+            raise UsageError(f"--arrivals {mode!r}: the mode is trace (--arrivals trace FILE)")
+        scenario = replay_arrivals(scenario, path)
     if args.out is not None:
         out_dir(args.out, "--out")  # before the run: a path that cannot be written is refused first
     recommend = None
     if any(a.policy == "qsim" or a.metric == "recommended_workers" for a in scenario.autoscalers):
-        from qsim.analysis.autoscale import advisors
+        from qsim.advise.load import advisors
 
         recommend = advisors(scenario)
-    progress = Progress(f"simulate {scenario.name}")
+    n = args.replications
+    progress = Progress(f"simulate {scenario.name}" + (f" ({n} replications)" if n else ""))
     try:
-        result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress, recommend=recommend)
+        if n:
+            result = simulate_replications(scenario, n, seed=args.seed, max_jobs=args.jobs, progress=progress,
+                                           recommend=recommend)
+        else:
+            result = simulate(scenario, seed=args.seed, max_jobs=args.jobs, progress=progress, recommend=recommend)
     finally:
         progress.close()
     if args.out:
@@ -42,9 +63,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(format_summary(result.summary))
         if args.windows:
             print()
-            print(format_windows(result.summary))
+            print(format_windows(result.summary, replications=n))
         if scenario.engine.overhead_by_load:  # which row of the table the model applied
-            from qsim.load_overhead import engine_overhead
+            from qsim.spec.offered_load import engine_overhead
 
             o = engine_overhead(scenario)
             print(f"\nengine overhead: fetch {o.fetch * 1e3:.3g} ms + ack {o.ack * 1e3:.3g} ms per attempt, "
@@ -76,6 +97,13 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
     p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
+    p.add_argument("--replications", type=replications_arg, metavar="N",
+                   help="run N >= 2 replications (seeds SEED, SEED+1, ...): the Summary is the first one's, each "
+                        "window gains bands, the 5-95%% range over the replications of its p95 and mean wait")
+    p.add_argument("--arrivals", nargs=2, metavar=("trace", "FILE"),
+                   help="replay measured arrivals instead of drawing them: FILE is a CSV with the columns type and "
+                        "enqueued (the jobs.csv --out writes) or a JSON list of {type, enqueued}; seconds of the run, "
+                        "or from the first arrival when they do not fit in it")
     p.add_argument("--out", metavar="DIR", help="write jobs.csv, timeseries.csv, summary.json, windows.csv and "
                                                 "PNG plots (DIR is created if missing; its parent must exist)")
     add_window_args(p)

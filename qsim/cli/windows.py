@@ -16,8 +16,10 @@ from typing import Any
 
 from qsim.cli.common import fmt, pos_float
 from qsim.errors import ScenarioError
-from qsim.scenario import Scenario
-from qsim.windows import DEFAULT_WINDOW
+from qsim.results.display import fixed
+from qsim.results.windows import DEFAULT_WINDOW
+from qsim.spec.run_size import check_run_size
+from qsim.spec.scenario import Scenario
 
 __all__ = ["add_window_args", "apply_window", "format_windows", "format_window_comparison", "windows_frame",
            "write_windows"]
@@ -29,43 +31,59 @@ def add_window_args(p: argparse.ArgumentParser) -> None:
                    help=f"length of the Summary's windows in seconds (default: the scenario's window, else "
                         f"{DEFAULT_WINDOW:g}); at most duration - warmup")
     p.add_argument("--windows", action="store_true", help="print the per-window table (arrivals, throughput, "
-                   "busy slots, depth, p50/p95 wait, oldest age, workers) after the Summary")
+                   "busy slots, depth, p50/p95/mean wait, oldest age, workers) after the Summary")
 
 
 def apply_window(scenario: Scenario, seconds: float | None) -> Scenario:
-    """``scenario`` with windows of ``seconds`` (None: as it is); a window longer than the run is bad input."""
+    """``scenario`` with windows of ``seconds`` (None: as it is), checked for the run before it starts: a
+    window longer than the run, or a run whose jobs or windows cannot fit in memory
+    (:func:`qsim.spec.run_size.check_run_size`), is bad input."""
     if seconds is None:
+        check_run_size(scenario)
         return scenario
     run = scenario.duration - scenario.warmup
     if seconds > run:
         raise ScenarioError(f"--window {seconds:g} is longer than the measured run of {scenario.name}: "
                             f"duration - warmup = {run:g} s")
-    return dataclasses.replace(scenario, window=seconds)
-
-
-def _t(x: float | None) -> str:
-    """A time of the run's clock: whole seconds as they are, else to the millisecond."""
-    return "-" if x is None else f"{x:.0f}" if float(x).is_integer() else f"{x:.3f}"
+    scenario = dataclasses.replace(scenario, window=seconds)
+    check_run_size(scenario, window_option="--window")
+    return scenario
 
 
 def _workers(w: Mapping[str, Any]) -> str:
     return " ".join(f"{pool}={n:.3g}" for pool, n in w["workers"].items()) or "-"
 
 
-def format_windows(summary: Mapping[str, Any]) -> str:
-    """The per-window table of one Summary."""
+def _band(w: Mapping[str, Any], field: str) -> str:
+    b = (w.get("bands") or {}).get(field)
+    return "-" if b is None else f"{fmt(b[0])}-{fmt(b[1])}"
+
+
+def format_windows(summary: Mapping[str, Any], *, replications: int | None = None) -> str:
+    """The per-window table of one Summary; with bands (``simulate --replications``), a column of each
+    window's 5-95% range of the p95 and of the mean wait over the ``replications``."""
     wins = summary.get("windows") or []
     if not wins:
         return "windows: none (nothing completed after warm-up)"
+    banded = any("bands" in w for w in wins)
     head = ("window", "start", "end", "arrivals", "rate/s", "throughput", "busy", "max_depth", "p50 wait",
-            "p95 wait", "oldest", "workers")
+            "p95 wait", *(("p95 band",) if banded else ()), "mean wait", *(("mean band",) if banded else ()),
+            "oldest", "workers")
     rows = []
     for i, w in enumerate(wins):
         length = w["end"] - w["start"]
-        rows.append((str(i), _t(w["start"]), _t(w["end"]), str(w["arrivals"]), fmt(w["arrivals"] / length),
+        rows.append((str(i), fixed(w["start"], None), fixed(w["end"], None), str(w["arrivals"]),
+                     fmt(w["arrivals"] / length),
                      fmt(w["throughput"]), fmt(w["busy"]), str(w["max_depth"]), fmt(w["wait_p50"]),
-                     fmt(w["wait_p95"]), fmt(w["oldest_age"]), _workers(w)))
-    return _table(head, rows)
+                     fmt(w["wait_p95"]), *((_band(w, "wait_p95"),) if banded else ()), fmt(w.get("mean_wait")),
+                     *((_band(w, "mean_wait"),) if banded else ()), fmt(w["oldest_age"]), _workers(w)))
+    table = _table(head, rows)
+    if banded:
+        seed = summary.get("seed")
+        seeds = f" (seeds {seed} to {seed + replications - 1})" if replications and isinstance(seed, int) else ""
+        table += (f"\nbands: the 5-95% range over {replications or 'the'} replications{seeds}; the other figures "
+                  f"are seed {seed}'s run")
+    return table
 
 
 def format_window_comparison(model: Mapping[str, Any], engine: Mapping[str, Any]) -> str:
@@ -83,7 +101,7 @@ def format_window_comparison(model: Mapping[str, Any], engine: Mapping[str, Any]
         def get(w: Mapping[str, Any] | None, key: str) -> str:
             return "-" if w is None else fmt(w[key])
 
-        rows.append((str(i), _t((m or e or {}).get("start")), get(m, "throughput"), get(e, "throughput"),
+        rows.append((str(i), fixed((m or e or {}).get("start"), None), get(m, "throughput"), get(e, "throughput"),
                      get(m, "max_depth"), get(e, "max_depth"), get(m, "wait_p50"), get(e, "wait_p50"),
                      get(m, "wait_p95"), get(e, "wait_p95"), get(m, "oldest_age"), get(e, "oldest_age")))
     return _table(head, rows)
@@ -104,7 +122,9 @@ def windows_frame(summaries: Mapping[str, Mapping[str, Any]]) -> Any:
     for source, summary in summaries.items():
         for i, w in enumerate(summary.get("windows") or []):
             row: dict[str, Any] = {"source": source, "window": i}
-            row.update({k: v for k, v in w.items() if k != "workers"})
+            row.update({k: v for k, v in w.items() if k not in ("workers", "bands")})
+            for field, band in (w.get("bands") or {}).items():
+                row[f"{field}_lo"], row[f"{field}_hi"] = band if band is not None else (None, None)
             row.update({f"workers.{pool}": n for pool, n in w["workers"].items()})
             rows.append(row)
     return pd.DataFrame(rows)
@@ -112,9 +132,9 @@ def windows_frame(summaries: Mapping[str, Mapping[str, Any]]) -> Any:
 
 def write_windows(out: Path, summaries: Mapping[str, Mapping[str, Any]], scenario: Scenario) -> list[str]:
     """``windows.csv`` and ``windows.png`` into ``out`` (created if missing, one level: its parent must
-    exist, see :mod:`qsim.outpath`); returns the names written."""
+    exist, see :mod:`qsim.results.outpath`); returns the names written."""
     from qsim.analysis.plots import windows_plot
-    from qsim.outpath import make_out_dir
+    from qsim.results.outpath import make_out_dir
 
     out = make_out_dir(out, "--out")
     windows_frame(summaries).to_csv(out / "windows.csv", index=False)

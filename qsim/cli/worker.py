@@ -22,10 +22,10 @@ from typing import Any
 from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, DEFAULT_REDIS_URL, err, exit_code,
                               pos_float, pos_int, redis_url, resolve_redis_url)
 from qsim.engine import EXIT_CUT_OFF, Queue, Worker, WorkerSettings
-from qsim.safety import unreachable
 from qsim.engine.eventloop import NO_UVLOOP_ENV, run_process
 from qsim.engine.keys import DEFAULT_PREFIX
 from qsim.engine.payload import DEFAULT_REDACT
+from qsim.engine.safety import unreachable
 from qsim.errors import EngineError, JobNotFound, RedisUnavailable
 
 __all__ = ["register", "load_handler", "cmd_worker", "cmd_stats", "cmd_dlq"]
@@ -153,34 +153,39 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as e:
         err("worker", str(e))
         return EXIT_BAD_INPUT
-    advisor = _advisor(args, settings) if args.advise_slo else None
-    metrics = None
-    if args.metrics_port is not None:
-        from qsim.engine.metrics import WorkerMetrics
+    from qsim.engine.metrics import PortUnavailable
 
-        metrics = WorkerMetrics(worker)
-        try:
-            metrics.serve(args.metrics_port)
-        except OSError as e:
-            err("worker", f"cannot serve metrics on port {args.metrics_port}: {e}")
-            return EXIT_FAILURE
-        print(f"qsim worker: metrics on http://0.0.0.0:{args.metrics_port}/metrics", file=sys.stderr)
-        if advisor is not None:  # the advice's gauges beside the worker's (no change to the engine)
-            metrics.registry.register(advisor.collector)
-            advisor.start()
+    _add_lifecycle(worker, args, settings)
     try:
         code = run_process(worker.run(), use_uvloop=not args.no_uvloop)
     except RedisUnavailable as e:  # cannot be reached at start: bad input (exit 2, qsim.cli.common.exit_code)
         err("worker", _said(e, args))
         return exit_code(e)
-    finally:
-        if advisor is not None:
-            advisor.close()
-        if metrics is not None:
-            metrics.close()
+    except PortUnavailable as e:
+        err("worker", str(e))
+        return EXIT_FAILURE
     if code == EXIT_CUT_OFF:
         err("worker", "stopped with jobs cut off (handed back to the queue)")
     return code
+
+
+def _add_lifecycle(worker: Worker, args: argparse.Namespace, settings: WorkerSettings) -> None:
+    """The worker's lifecycle hooks (qsim.engine.hooks): with ``--metrics-port`` the metrics server, and with
+    ``--advise-slo`` the advisor, its gauges beside the worker's (no change to the engine)."""
+    if args.metrics_port is None:
+        return
+    from qsim.engine.metrics import MetricsServer, WorkerMetrics
+
+    advisor = _advisor(args, settings) if args.advise_slo else None
+    metrics = WorkerMetrics(worker)
+
+    def said(port: int) -> None:
+        print(f"qsim worker: metrics on http://0.0.0.0:{args.metrics_port}/metrics", file=sys.stderr)
+
+    worker.add_hook(MetricsServer(metrics, args.metrics_port, said=said))
+    if advisor is not None:
+        metrics.registry.register(advisor.collector)
+        worker.add_hook(advisor)
 
 
 def _said(error: EngineError, args: argparse.Namespace) -> str:

@@ -1,4 +1,4 @@
-"""Retry backoff: fixed or exponential delays with a cap and jitter (the rule itself is :mod:`qsim.backoff`)."""
+"""Retry backoff: fixed or exponential delays with a cap and jitter (the rule itself is :mod:`qsim.spec.backoff`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from qsim.backoff import BACKOFF_KINDS, MAX_BACKOFF, backoff_delay
+from qsim.spec.backoff import BACKOFF_KINDS, MAX_BACKOFF, backoff_delay
 
 __all__ = ["Backoff", "MAX_BACKOFF"]
 

@@ -18,7 +18,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from qsim.safety import display_url
+from qsim.engine.safety import display_url
 
 __all__ = ["DEFAULT_REDIS_URL", "CLUSTER_SCHEMES", "is_cluster_url", "connect", "connect_async", "check_decoded", "display_url"]
 

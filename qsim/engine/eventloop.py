@@ -13,6 +13,13 @@ hiredis, which redis-py uses by itself). Turn it off with
 A process run by :func:`run_process` prints what each of its tasks awaits
 (its coroutine stack) to its log on ``SIGUSR1``: ``kill -USR1 <pid>`` shows
 where a worker that does not stop is waiting.
+
+:func:`cancel_and_wait` stops tasks for good: on Python 3.11 a cancel that
+lands while its task is in :func:`asyncio.wait_for`, whose awaitable has just
+finished, is lost (the task goes on; fixed in 3.12), and redis-py sends every
+command through ``wait_for`` when its client has a socket timeout. A worker's
+stalled-job check, a loop of Redis calls, went on after its one cancel, and a
+SIGTERM'd worker now and then never exited.
 """
 
 from __future__ import annotations
@@ -24,10 +31,10 @@ import linecache
 import logging
 import os
 import signal
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["NO_UVLOOP_ENV", "uvloop_wanted", "loop_factory", "run_process", "dump_tasks"]
+__all__ = ["NO_UVLOOP_ENV", "uvloop_wanted", "loop_factory", "run_process", "dump_tasks", "cancel_and_wait"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +66,7 @@ def loop_factory(use_uvloop: bool = True, environ: Mapping[str, str] | None = No
 
 def run_process(main: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
     """Run ``main`` to its end on a fresh loop (uvloop when wanted and installed): for process entry points.
+    The tasks it leaves running are then cancelled until they have ended (:func:`cancel_and_wait`).
 
     Raises:
         RuntimeError: An event loop already runs in this thread (use ``await`` there instead).
@@ -73,7 +81,7 @@ def run_process(main: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
     factory = loop_factory(use_uvloop)
     logger.debug("event loop: %s", "uvloop" if factory is not None else "asyncio")
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(_dumping_tasks_on_sigusr1(main))
+        return runner.run(_ending_the_rest(_dumping_tasks_on_sigusr1(main)))
 
 
 def dump_tasks() -> str:
@@ -94,6 +102,32 @@ def dump_tasks() -> str:
                       f"{linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()}\n")
             awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
     return out.getvalue()
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, every: float = 0.05,
+                          raise_errors: bool = False) -> None:
+    """Cancel ``tasks`` and wait until every one has ended, cancelling again, every ``every`` s, each that
+    goes on (its cancel was lost: see the module docstring). What they raised is dropped, unless
+    ``raise_errors``: then the first error one raised (other than its cancellation) is raised here."""
+    tasks = list(tasks)
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=every)
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [e for e in outcomes if isinstance(e, BaseException) and not isinstance(e, asyncio.CancelledError)]
+    if raise_errors and errors:
+        raise errors[0]
+
+
+async def _ending_the_rest(main: Coroutine[Any, Any, T]) -> T:
+    """``main``, then every task it left running ended with :func:`cancel_and_wait` (asyncio's runner
+    cancels them once, and waits forever for one whose cancel was lost)."""
+    try:
+        return await main
+    finally:
+        await cancel_and_wait(t for t in asyncio.all_tasks() if t is not asyncio.current_task())
 
 
 async def _dumping_tasks_on_sigusr1(main: Coroutine[Any, Any, T]) -> T:

@@ -19,7 +19,9 @@ back to the queue in one script call (``release``: the front of its priority
 level, order kept, no attempt logged, no stall counted) and the worker fetches
 none ahead until a slot frees (:attr:`Executor.blocked`). A held job starts
 only while its lock is surely still this worker's (not reported lost by the
-lock renewal, and younger than half a lock); a job fetched again while this
+lock renewal, and younger than half a lock, counted from Redis' time of its
+fetch: a reply read that late hands every job of it back unstarted, even one
+a free slot would take); a job fetched again while this
 worker holds or runs it (its lock was lost meanwhile) never runs twice: a held
 copy is replaced by the new one, a running copy takes over the new lock.
 At shutdown (:meth:`Executor.close`) the held jobs go back at once. When a hold
@@ -69,8 +71,9 @@ HOLD_FACTOR = 4.0
 MARK_HELD = 0.1
 
 #: A held job: the job, the loop time it arrived, the loop time its hold bound passes, whether its fetch
-#: marked it held in Redis (a notice then goes out when it starts; see lua/fetch.lua).
-_Held = tuple[Job, float, float, bool]
+#: marked it held in Redis (a notice then goes out when it starts; see lua/fetch.lua), the loop time its
+#: fetch locked it (at the latest: its lock's age is judged from it).
+_Held = tuple[Job, float, float, bool, float]
 
 
 class Executor:
@@ -120,14 +123,18 @@ class Executor:
         return len(self.running) + len(self.held)
 
     # -- starting ---------------------------------------------------------------
-    def start(self, got: Sequence[Fetched], at_once: int | None = None) -> None:
+    def start(self, got: Sequence[Fetched], at_once: int | None = None, *, locked_at: float | None = None) -> None:
         """Start a task per fetched job while slots are free, hold the rest; a corrupt hash fails its job at
         once (to the DLQ). Jobs from the ``at_once``-th on (0-based; None: none) were marked held in Redis by
-        their fetch: a notice goes out when one starts."""
+        their fetch: a notice goes out when one starts. ``locked_at``: the loop time the fetch locked the
+        jobs, at the latest (default: now); jobs whose lock is already half a lock old go back unstarted."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         now = loop.time()
+        if locked_at is None or locked_at > now:
+            locked_at = now
+        stale = now - locked_at >= self._lock_half  # the reply was read too late: the locks may be gone
         running, held = self.running, self.held
         for i, f in enumerate(got):
             try:
@@ -145,13 +152,18 @@ class Executor:
             if key in running or key in held:
                 if self._again(key, job, marked):
                     continue
-            if len(running) < self._concurrency and not held:
+            if stale:
+                logger.warning("job %s: its fetch's reply was read %.1f s after Redis locked it: handed back "
+                               "unstarted", job.id, now - locked_at)
+                self.outbox.releases.append((job, False))
+                self.outbox.wake.set()
+            elif len(running) < self._concurrency and not held:
                 self._launch(key, job)
                 if marked:
                     self.outbox.started.append(job)
             else:
                 k = len(held) + 1
-                held[key] = (job, now, now + self.hold_bound(k), marked)
+                held[key] = (job, now, now + self.hold_bound(k), marked, locked_at)
                 if k == 1 or self._timer is None:  # a new first held job: its own bound, however soon
                     self._arm()
 
@@ -186,9 +198,9 @@ class Executor:
         held, loop = self.held, self._loop
         while held and len(self.running) < self._concurrency:
             key = next(iter(held))
-            job, since, _, marked = held.pop(key)
+            job, since, _, marked, locked_at = held.pop(key)
             now = loop.time()  # type: ignore[union-attr]
-            if self.closing or job.lock_lost or now - since >= self._lock_half:
+            if self.closing or job.lock_lost or now - locked_at >= self._lock_half:
                 # never start a job whose lock may be gone: back to the queue (refused if it is not ours)
                 self.outbox.releases.append((job, False))
                 continue
@@ -235,7 +247,7 @@ class Executor:
         """Every held job back to the queue, unstarted (one script call per queue); returns how many."""
         n = len(self.held)
         if n:
-            self.outbox.releases.extend((job, False) for job, _, _, _ in self.held.values())
+            self.outbox.releases.extend((h[0], False) for h in self.held.values())
             self.held.clear()
             self.outbox.wake.set()
         if self._timer is not None:

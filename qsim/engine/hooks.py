@@ -1,6 +1,6 @@
-"""Attempt hooks: code that runs around every attempt without wrapping the handler.
+"""Hooks: code that runs around every attempt, or when a worker starts and stops, without wrapping the handler.
 
-A hook is any object with ``before_attempt(job)`` and ``after_attempt(job,
+An **attempt hook** is any object with ``before_attempt(job)`` and ``after_attempt(job,
 seconds, error)`` (:class:`AttemptHook`); ``Worker.add_hook(hook)`` registers
 it. The worker calls ``before_attempt`` right before the handler starts
 (after a prefetched job got its slot) and ``after_attempt`` right after it
@@ -10,18 +10,32 @@ returned or raised, with the handler's time in seconds and the exception
 event loop, in the order registered: keep them short and non-blocking. A hook
 that raises is logged and does not change the attempt.
 
-:class:`~qsim.engine.metrics.WorkerMetrics` is one (it times attempts and
-counts waits); outcomes after Redis acknowledged them (completed, retrying,
+A **lifecycle hook** is any object with ``async on_start(worker)`` and ``async
+on_stop(worker)`` (:class:`LifecycleHook`), registered with the same
+``Worker.add_hook`` (an object with both pairs is both). Each ``run()`` awaits
+every ``on_start`` in the order registered before it connects to Redis (one
+that raises ends the run with its error), and every started hook's ``on_stop``
+in the reverse order once the run ended, however it ended (one that raises is
+logged). The metrics server (:class:`qsim.engine.metrics.MetricsServer`), the
+background advisor (:class:`qsim.advise.live.Advisor`) and a cold start
+(:class:`ColdStart`) are lifecycle hooks; :class:`Started` makes one of a pair
+of plain ``start()`` / ``stop()`` calls.
+
+:class:`~qsim.engine.metrics.WorkerMetrics` is an attempt hook (it times attempts
+and counts waits); outcomes after Redis acknowledged them (completed, retrying,
 dead, ...) are events: ``Worker.on(event, callback)``.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from qsim.engine.job import Job
 
-__all__ = ["AttemptHook"]
+__all__ = ["AttemptHook", "LifecycleHook", "Started", "ColdStart", "is_attempt_hook", "is_lifecycle_hook"]
 
 
 class AttemptHook(Protocol):
@@ -32,3 +46,67 @@ class AttemptHook(Protocol):
 
     def after_attempt(self, job: Job, seconds: float, error: BaseException | None) -> None:
         """The handler ran ``job`` for ``seconds`` and raised ``error`` (None: it returned)."""
+
+
+class LifecycleHook(Protocol):
+    """Called when a worker's ``run()`` starts and when it has stopped (see the module docstring).
+    ``worker`` is the :class:`~qsim.engine.Worker`."""
+
+    async def on_start(self, worker: Any) -> None:
+        """The worker is about to connect to Redis and take work."""
+
+    async def on_stop(self, worker: Any) -> None:
+        """The worker's run has ended (its Redis client closed)."""
+
+
+def is_attempt_hook(hook: object) -> bool:
+    """Whether ``hook`` has ``before_attempt`` and ``after_attempt``."""
+    return callable(getattr(hook, "before_attempt", None)) and callable(getattr(hook, "after_attempt", None))
+
+
+def is_lifecycle_hook(hook: object) -> bool:
+    """Whether ``hook`` has ``on_start`` and ``on_stop``."""
+    return callable(getattr(hook, "on_start", None)) and callable(getattr(hook, "on_stop", None))
+
+
+class Started:
+    """A lifecycle hook of two plain calls: ``start()`` when the worker starts, ``stop()`` when it has stopped."""
+
+    def __init__(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
+        self.start, self.stop = start, stop
+
+    async def on_start(self, worker: Any) -> None:
+        """Call ``start()``."""
+        self.start()
+
+    async def on_stop(self, worker: Any) -> None:
+        """Call ``stop()``."""
+        self.stop()
+
+
+class ColdStart:
+    """A worker that takes no work before ``at`` (a time.time() timestamp), then says it is ready by pushing its
+    id on the Redis list ``ready_key`` (None: it says nothing): a pod's cold start, as the harness's pool
+    processes have it (:mod:`qsim.harness.pool_worker`). A SIGTERM meanwhile ends the process (the worker's own
+    handlers are installed once it runs)."""
+
+    def __init__(self, at: float, ready_key: str | None = None) -> None:
+        self.at, self.ready_key = at, ready_key
+
+    async def on_start(self, worker: Any) -> None:
+        """Wait until ``at``, then push the worker's id on ``ready_key``."""
+        wait = self.at - time.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        if self.ready_key is None:
+            return
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(worker.url)
+        try:
+            await client.rpush(self.ready_key, worker.id)
+        finally:
+            await client.aclose()
+
+    async def on_stop(self, worker: Any) -> None:
+        """Nothing to undo."""

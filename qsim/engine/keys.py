@@ -43,36 +43,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qsim.names import MAX_NAME, check_unicode, validate_name  # the rules live below the engine: scenarios check them
+
 __all__ = ["QueueKeys", "DEFAULT_PREFIX", "MAX_NAME", "validate_name", "check_unicode"]
 
 DEFAULT_PREFIX = "qsim"
-#: Longest queue name, prefix, group, job name and job_id (each is copied into keys, events and log lines).
-MAX_NAME = 256
-
-
-def check_unicode(what: str, value: str) -> str:
-    """Raise ValueError unless ``value`` can be sent to Redis as UTF-8.
-
-    A lone surrogate (``"\\udcff"``, e.g. from ``os.fsdecode`` of bytes that are
-    not UTF-8) cannot be encoded: the client would write ``?`` in its place and
-    two different names would meet in one key.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{what} must be text that UTF-8 can encode; {value!r} holds the lone surrogate "
-                         f"{value[e.start]!r} at index {e.start}") from None
-    return value
-
-
-def validate_name(what: str, value: str) -> str:
-    """Check a queue name, prefix or group: a non-empty str of at most :data:`MAX_NAME` characters, UTF-8
-    encodable, without braces, colons or spaces."""
-    if not isinstance(value, str) or not value or any(c in value for c in "{}: \t\r\n"):
-        raise ValueError(f"{what} must be a non-empty string without braces, colons or spaces, got {value!r}")
-    if len(value) > MAX_NAME:
-        raise ValueError(f"{what} must be at most {MAX_NAME} characters, got {len(value)} ({value[:40]!r}...)")
-    return check_unicode(what, value)
 
 
 @dataclass(frozen=True)

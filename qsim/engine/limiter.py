@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from qsim.engine.keys import QueueKeys
+from qsim.engine.keys import QueueKeys, check_unicode
 from qsim.engine.scripts import Call, Op, command
 
 __all__ = ["op_set_concurrency_limit", "op_set_rate_limit", "op_set_aging", "op_limits"]
@@ -70,7 +70,7 @@ def op_set_concurrency_limit(k: QueueKeys, n: int | None) -> Op[None]:
 
 def op_set_rate_limit(k: QueueKeys, max_starts: int | None, per: float, key: str | None) -> Op[None]:
     """At most ``max_starts`` job starts in any window of ``per`` s (per value of payload field ``key``)."""
-    keys = (k.meta, k.marker, k.lanes, k.lanes_shut)
+    keys = (k.meta, k.marker, k.lanes, k.lanes_shut, k.active, k.ratelimit)
     if max_starts is None:
         return Op([Call("set_rate_limit", keys, ("", 0, ""))], lambda r: None)
     if isinstance(max_starts, bool) or not isinstance(max_starts, int) or max_starts < 1:
@@ -79,6 +79,8 @@ def op_set_rate_limit(k: QueueKeys, max_starts: int | None, per: float, key: str
         raise ValueError(f"rate limit per must be >= 0.001 seconds, got {per!r}")
     if key is not None and (not isinstance(key, str) or not key):
         raise ValueError(f"rate limit key must be a payload field name or None, got {key!r}")
+    if key:
+        check_unicode("rate limit key", key)
     return Op([Call("set_rate_limit", keys, (max_starts, int(round(per * 1000)), key or ""))], lambda r: None)
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from qsim.engine.job import Job
     from qsim.engine.worker import Worker
 
-__all__ = ["WorkerMetrics", "QueueCollector", "DURATION_BUCKETS", "WAIT_BUCKETS", "QUEUE_STATES"]
+__all__ = ["WorkerMetrics", "MetricsServer", "PortUnavailable", "QueueCollector", "DURATION_BUCKETS", "WAIT_BUCKETS",
+           "QUEUE_STATES"]
 
 logger = logging.getLogger(__name__)
 
@@ -254,3 +255,38 @@ class WorkerMetrics(Collector):
             self._server = None
         if self.collector is not None:
             self.collector.close()
+
+
+class PortUnavailable(OSError):
+    """The metrics server cannot listen on its port (in use, or not allowed)."""
+
+
+class MetricsServer:
+    """A lifecycle hook (:mod:`qsim.engine.hooks`) serving ``metrics`` on ``port`` while the worker runs:
+    ``worker.add_hook(MetricsServer(metrics, 9100))``.
+
+    Args:
+        metrics: what to serve (its registry, e.g. with an advisor's collector registered too).
+        port, addr: where (``port`` 0 picks a free one).
+        said: called with the port once it serves.
+
+    Raises (from ``on_start``, so from ``Worker.run()``):
+        PortUnavailable: the port cannot be listened on.
+    """
+
+    def __init__(self, metrics: WorkerMetrics, port: int, *, addr: str = "0.0.0.0",
+                 said: Callable[[int], None] | None = None) -> None:
+        self.metrics, self.port, self.addr, self.said = metrics, port, addr, said
+
+    async def on_start(self, worker: Any) -> None:
+        """Serve ``/metrics``."""
+        try:
+            port = self.metrics.serve(self.port, self.addr)
+        except OSError as e:
+            raise PortUnavailable(f"cannot serve metrics on port {self.port}: {e}") from e
+        if self.said is not None:
+            self.said(port)
+
+    async def on_stop(self, worker: Any) -> None:
+        """Stop serving; close the metrics' Redis client."""
+        self.metrics.close()

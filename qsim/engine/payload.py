@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from qsim.errors import PayloadError
-from qsim.shared_settings import DEFAULT_MAX_PAYLOAD  # a worker setting's default (max_payload)
+from qsim.spec.settings import DEFAULT_MAX_PAYLOAD  # a worker setting's default (max_payload)
 
 __all__ = [
     "encode_payload",

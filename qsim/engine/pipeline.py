@@ -12,7 +12,11 @@ fetched, the pipeline blocks on the queues' marker lists (BLPOP) until
 ``add`` (or a retry, a promotion, a stalled-job recovery) pushes to one:
 no sleep-polling (woken by a push, the first fetch goes alone, without the
 promotion, and no second one follows until its reply: the pickup costs one
-script call after the push); when every queue with work waits for its rate limit it
+script call after the push; a push this worker cannot act on, its slots full
+since it blocked, is pushed on for another worker). A BLPOP that times out with nothing pushed is
+followed by an idle check, not a fetch: a promotion that also re-arms the marker of a queue with
+jobs waiting (a wake-up taken by a worker that died before it fetched is given again, and the BLPOP
+that follows wakes at once); when every queue with work waits for its rate limit it
 waits exactly the delay the fetch returned. Redis ends a BLPOP's timeout on
 its own clock tick (``hz``: 10 a second by default), up to 100 ms late, so a
 block that ends at a deadline (a keyed rate window reopening, a delayed job
@@ -29,7 +33,8 @@ trip (``AHEAD_HOLD``, 2 ms: the k-th waits about k x the handler's average run
 time / concurrency), at most ``batch_size``; ``prefetch=N`` asks for N. Neither
 fetches ahead while a queue served has a concurrency or rate limit (a job held
 here would count against the limit, and its handler would start later than
-the limiter counted it; the fetch reply says), nor while the executor is
+the limiter counted it; the fetch reply says, and the jobs held when a limit
+appears go back), nor while the executor is
 ``blocked`` (held jobs just went back because no slot freed within their hold
 bound, :mod:`qsim.engine.executor`). Short jobs get the gain (no-op jobs and
 10 ms I/O jobs, benchmarks/engine_throughput.py); a job of a second or more at
@@ -74,6 +79,7 @@ from typing import Any, TypeVar
 import redis
 
 from qsim.engine.context import JobContext
+from qsim.engine.eventloop import cancel_and_wait
 from qsim.engine.events import Emitter
 from qsim.engine.executor import MARK_HELD, Executor
 from qsim.engine.failures import AttemptTimeout
@@ -233,10 +239,16 @@ class Pipeline:
         self._rate_until = 0.0  # loop time a rate-limited queue may start a job again
         self._rate_held: set[int] = set()  # (0-based) queues held back by their rate limit until then
         self._limited = True  # a queue has a concurrency or rate limit (as the last fetch said): never fetch ahead
+        # Redis' clock minus this loop's, at most (the least of a fetch's Redis time minus the loop time before it
+        # was sent): a held job's lock is aged from its fetch's Redis time, never younger than it is
+        self._clock_ahead = float("inf")
         # Woken by a push to a marker, the first fetch is a probe: usually one job was added. It goes alone, and
         # no second fetch goes out until its reply says whether more wait (either would sit on the pickup's path).
         self._woken = False
         self._probing = False
+        # The BLPOP timed out with nothing pushed: the next pass is an idle check, a promotion that re-arms the
+        # markers of queues with jobs waiting (a wake-up lost with a worker that died), without a fetch.
+        self._idle_check = False
 
     # -- the loop ---------------------------------------------------------------
     async def run(self) -> None:
@@ -245,7 +257,7 @@ class Pipeline:
         s, ex, out = self.settings, self.executor, self.outbox
         queues = len(s.keys)
         while True:
-            slots = 0 if ex.closing else s.concurrency + self.ahead() - ex.fetched - self._reserved
+            slots = self._free()
             pending = bool(out.acks or out.fails or out.releases)
             if self.stopped and not pending and not self._inflight:
                 return
@@ -263,10 +275,11 @@ class Pipeline:
                 continue
             # a probe after a push goes alone (the promotion follows its reply): the pickup's round trip is one call
             promote = slots > 0 and now >= self._next_promote and not self._woken
-            fetch = slots > 0 and (self._maybe_ready or promote) and not self._probing
+            idle_check = promote and self._idle_check and not self._maybe_ready
+            fetch = slots > 0 and (self._maybe_ready or (promote and not idle_check)) and not self._probing
             if fetch and now < self._rate_until and len(self._rate_held) == queues:
                 fetch = False  # every queue with work waits for its rate limit: block until it may start
-            if self._inflight >= s.max_inflight or not (pending or fetch):
+            if self._inflight >= s.max_inflight or not (pending or fetch or idle_check):
                 if slots > 0 and not self._inflight:
                     wait = min(s.block_timeout, self._next_due - now)
                     if now < self._rate_until:
@@ -279,11 +292,16 @@ class Pipeline:
                 out.wake.clear()
                 await out.wake.wait()
                 continue
-            batch = self._batch(now, min(slots, s.batch_size) if fetch else 0, promote)
+            batch = self._batch(now, min(slots, s.batch_size) if fetch else 0, promote, idle_check)
             self._inflight += 1
             tick = asyncio.ensure_future(self._send(batch))
             self._ticks.add(tick)
             tick.add_done_callback(self._ticks.discard)
+
+    def _free(self) -> int:
+        """How many jobs a fetch may ask for now: free slots and room to fetch ahead, less fetches in flight."""
+        ex = self.executor
+        return 0 if ex.closing else self.settings.concurrency + self.ahead() - ex.fetched - self._reserved
 
     def ahead(self) -> int:
         """How many jobs to fetch beyond the free slots now (see "Fetching ahead" in the module docstring)."""
@@ -298,8 +316,9 @@ class Pipeline:
         # the k-th job fetched ahead starts after about k * run_time / concurrency s in the worker
         return min(s.batch_size, int(AHEAD_HOLD * s.concurrency / max(run_time, 1e-9)))
 
-    def _batch(self, now: float, n: int, promote: bool) -> Batch:
-        """The next batch: results and start notices from the outbox, then a promotion, then a fetch of ``n``."""
+    def _batch(self, now: float, n: int, promote: bool, rearm: bool = False) -> Batch:
+        """The next batch: results and start notices from the outbox, then a promotion (``rearm``: an idle
+        check's, see :meth:`_block`), then a fetch of ``n``."""
         s, out = self.settings, self.outbox
         keys, maxlen = s.keys, s.events_maxlen
         acks, fails, rels = out.take(s.batch_size)
@@ -323,8 +342,9 @@ class Pipeline:
             batch.add([release_call(k, maxlen, [(j.id, j.token, started) for j, started in back])],
                       partial(self._released, k), partial(out.put_back, [], [], back, []))
         if promote:
-            batch.add([promote_call(k, maxlen=maxlen) for k in keys], self._promoted)
+            batch.add([promote_call(k, maxlen=maxlen, rearm=rearm) for k in keys], self._promoted)
             self._next_promote = now + _PROMOTE_EVERY
+            self._idle_check = False
         probe, self._woken = self._woken, False
         if n:
             batch.probe = self._probing = probe
@@ -334,7 +354,7 @@ class Pipeline:
             ex = self.executor
             at_once = n if ex.hold_bound(1) < MARK_HELD else max(0, min(n, s.concurrency - ex.fetched - self._reserved))
             batch.add([fetch_multi_call(keys, n, s.lock_ms, s.id, f"{self._token_base}:{self._fetch_seq}", s.policy,
-                                        s.weight_list, at_once)], partial(self._fetched, n, at_once))
+                                        s.weight_list, at_once)], partial(self._fetched, n, at_once, now))
             batch.fetching = n
             self._reserved += n
         return batch
@@ -378,10 +398,16 @@ class Pipeline:
         markers = [k.marker for i, k in enumerate(self.settings.keys) if i not in held]
         if deadline and markers:
             self._wake_at(loop.time() + timeout)
-        pushed = False
+        pushed = timed_out = False
         try:
             if markers:
-                pushed = await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001) is not None
+                got = await self.client.blpop(markers, timeout=round(timeout, 3) or 0.001)
+                pushed = got is not None
+                timed_out = not pushed and not deadline
+                if pushed and self._free() <= 0:
+                    # a wake-up this worker cannot act on (its slots filled while it waited, or its held jobs
+                    # just went back): pass it on, or the worker that could take the jobs sleeps on
+                    await self.client.rpush(got[0], "1")
             else:  # every queue waits for its rate limit: nothing to block on until then
                 await asyncio.sleep(timeout)
         except asyncio.CancelledError:
@@ -392,7 +418,14 @@ class Pipeline:
         finally:
             self._blpop = None
         self._woken = pushed
-        self._wake_to_fetch()
+        if timed_out:
+            # nothing was pushed for a whole block_timeout: promote and re-arm the markers of queues with jobs
+            # waiting (the BLPOP then wakes at once), but do not fetch from queues that are most likely empty
+            self._idle_check = True
+            self._next_promote = 0.0
+            self.outbox.wake.set()
+        else:
+            self._wake_to_fetch()
 
     def _wake_at(self, at: float) -> None:
         """Have the loop promote and fetch at loop time ``at`` (or earlier, if a timer is set for earlier)."""
@@ -447,8 +480,9 @@ class Pipeline:
         self._next_due = asyncio.get_running_loop().time() + min(due) / 1000.0 if due else float("inf")
         self._next_promote = min(self._next_promote, self._next_due)
 
-    def _fetched(self, n: int, at_once: int, replies: list[Any]) -> None:
-        got, wait_ms, held, self._limited = parse_fetch_status(replies[0])
+    def _fetched(self, n: int, at_once: int, sent: float, replies: list[Any]) -> None:
+        got, wait_ms, held, self._limited, at = parse_fetch_status(replies[0])
+        self._clock_ahead = min(self._clock_ahead, at - sent)
         self._maybe_ready = len(got) >= n
         if wait_ms >= 0:
             self._rate_until = asyncio.get_running_loop().time() + wait_ms / 1000.0
@@ -459,7 +493,11 @@ class Pipeline:
             logger.info("worker %s is stopping: handing %s just-fetched jobs back", self.settings.id, len(got))
             self.executor.hand_back(got)
         elif got:
-            self.executor.start(got, at_once)
+            self.executor.start(got, at_once, locked_at=at - self._clock_ahead)
+        if self._limited and self.executor.held:
+            # a limit was set since these jobs were fetched: a held job would start later than the limiter counted
+            logger.info("worker %s: a queue has a limit now: handing %s held jobs back", self.settings.id,
+                        self.executor.hand_back_held())
 
     def _lost(self, job: Job, what: str, code: int = -1) -> None:
         job.lock_lost = True
@@ -497,7 +535,4 @@ class Pipeline:
             if timer is not None:
                 timer.cancel()
         self._timer = self._flush_timer = None
-        rest = [*self._ticks, *([self._blpop] if self._blpop is not None else [])]
-        for t in rest:
-            t.cancel()
-        await asyncio.gather(*rest, return_exceptions=True)
+        await cancel_and_wait([*self._ticks, *([self._blpop] if self._blpop is not None else [])])

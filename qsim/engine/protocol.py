@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from qsim.engine.keys import QueueKeys
 from qsim.engine.scripts import Call
-from qsim.shared_settings import DEFAULT_EVENTS_MAXLEN
+from qsim.spec.settings import DEFAULT_EVENTS_MAXLEN
 
 __all__ = [
     "JobSpec",
@@ -171,8 +171,9 @@ def parse_add(reply: list[Any]) -> list[tuple[str, bool, str]]:
             for i in range(0, len(reply), 2)]
 
 
-def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN) -> Call:
-    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit, maxlen))
+def promote_call(k: QueueKeys, limit: int = 1000, maxlen: int = EVENTS_MAXLEN, rearm: bool = False) -> Call:
+    """Promote due delayed jobs; ``rearm``: also push the marker when jobs wait and it is empty (lua/promote.lua)."""
+    return Call("promote", (k.delayed, k.wait, k.seq, k.marker), (k.job_prefix, limit, maxlen, "1" if rearm else "0"))
 
 
 def fetch_call(k: QueueKeys, n: int, lock_ms: int, worker_id: str, token_prefix: str,
@@ -218,13 +219,16 @@ class FetchReply(NamedTuple):
     held: list[int]
     #: Whether a queue of the call has a concurrency or rate limit set.
     limited: bool
+    #: Redis' time of the call (Unix seconds): when the jobs were locked.
+    at: float = 0.0
 
 
 def parse_fetch_status(reply: str) -> FetchReply:
     """The jobs and status of a ``fetch`` reply."""
     r = json.loads(reply)
     status = r[0]
-    return FetchReply([Fetched(*j) for j in r[1:]], int(status[0]), [int(i) for i in status[2:]], status[1] == 1)
+    return FetchReply([Fetched(*j) for j in r[1:]], int(status[0]), [int(i) for i in status[3:]], status[1] == 1,
+                      float(status[2]))
 
 
 def complete_call(

@@ -202,6 +202,8 @@ class QueueCore:
         return Op([add_call(self.keys, chunks[i]) for i in todo], parse)
 
     def op_get_job(self, job_id: str, redact_data: bool = False) -> Op[JobInfo]:
+        check_unicode("job_id", job_id)
+
         def parse(replies: list[Any]) -> JobInfo:
             if not replies[0]:
                 raise JobNotFound(f"no job {job_id!r} in queue {self.name!r}")
@@ -282,6 +284,8 @@ class QueueCore:
     def op_retry_dead(self, ids: Sequence[str], all_jobs: bool) -> Op[list[str]]:
         if bool(ids) == bool(all_jobs):
             raise ValueError("retry_dead needs job ids or all_jobs=True (not both)")
+        for job_id in ids:
+            check_unicode("job_id", job_id)
         acc: list[str] = []
 
         def parse(replies: list[Any]) -> Any:

@@ -1,6 +1,6 @@
 """A worker's settings: :class:`WorkerSettings`, the one definition every surface is derived from.
 
-Each field carries a :class:`~qsim.shared_settings.Setting` (``field.metadata["setting"]``): its
+Each field carries a :class:`~qsim.spec.settings.Setting` (``field.metadata["setting"]``): its
 help line, its bounds, the word for None on a command line, and -- for a field a scenario run does
 not take from ``[engine]`` -- where the run takes it from. From the fields come
 
@@ -10,8 +10,8 @@ not take from ``[engine]`` -- where the run takes it from. From the fields come
   :meth:`~WorkerSettings.to_argv`), one flag per field (``lock_duration`` is ``--lock-duration``):
   ``qsim worker``'s flags, and the argv of the pool worker processes that ``qsim run`` and Locust's
   ``--start-workers`` start (``python -m qsim.harness.pool_worker``, :mod:`qsim.harness.processes`);
-* the Scenario's ``[engine]`` keys: :class:`~qsim.shared_settings.SharedSettings` holds the fields
-  every worker of a deployment shares; ``qsim.scenario.EngineSettings`` extends it too, so each of
+* the Scenario's ``[engine]`` keys: :class:`~qsim.spec.settings.SharedSettings` holds the fields
+  every worker of a deployment shares; ``qsim.spec.scenario.EngineSettings`` extends it too, so each of
   them is an ``[engine]`` key, parsed by its bounds and handed to every pool worker;
 * the table in ``docs/reference/api/engine.md`` (:func:`reference_table`).
 
@@ -27,7 +27,7 @@ import secrets
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from qsim.engine.connection import DEFAULT_REDIS_URL, is_cluster_url
 from qsim.engine.context import Limits
@@ -35,9 +35,9 @@ from qsim.engine.keys import DEFAULT_PREFIX, QueueKeys, check_unicode
 from qsim.engine.payload import DEFAULT_REDACT, normalize_fields
 from qsim.engine.protocol import POLICIES
 from qsim.engine.queue import DEFAULT_KEEP_COMPLETED
-from qsim.shared_settings import Setting, SettingField, SharedSettings, fields_of, setting
+from qsim.spec.settings import Setting, SettingField, SharedSettings, fields_of, setting
 
-__all__ = ["WorkerSettings", "SharedSettings", "Setting", "SettingField", "setting_fields", "reference_table"]
+__all__ = ["WorkerSettings", "WorkerOptions", "SharedSettings", "Setting", "SettingField", "setting_fields", "reference_table"]
 
 
 def _is_int(v: object) -> bool:
@@ -225,3 +225,31 @@ def reference_table() -> str:
         meaning = f.setting.help.replace("|", "\\|")
         rows.append(f"| `{f.name}` | {default} | `{flag}` | {f.scenario} | {meaning} |")
     return "\n".join(rows) + "\n"
+
+
+class WorkerOptions(TypedDict, total=False):
+    """The keywords of ``Worker(queues, handler, **options)``: :class:`WorkerSettings`' fields but ``queues``,
+    typed, so that a misspelt one (``prefech=``) fails the type check, not only the run
+    (tests/unit/test_worker_settings.py holds the two to the same names)."""
+
+    lock_duration: float
+    stalled_interval: float
+    max_stalled: int
+    prefetch: int | str
+    batch_size: int
+    max_inflight: int
+    block_timeout: float
+    max_payload: int
+    events_maxlen: int
+    policy: str
+    weights: Mapping[str, int] | None
+    group: str | None
+    redis: str
+    concurrency: int
+    shutdown_grace: float
+    prefix: str
+    redact: Sequence[str]
+    keep_completed: int | None
+    keep_completed_for: float | None
+    handle_signals: bool
+    worker_id: str | None

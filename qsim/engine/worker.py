@@ -15,7 +15,7 @@ A :class:`Worker` is a few parts with typed seams between them:
   may use of the worker;
 * this module: the lifecycle -- ``run()`` / ``close()``, signals, the graceful
   stop (drain for ``shutdown_grace``, then cut off and hand back) -- plus
-  events (``on``) and attempt hooks (``add_hook``, :mod:`qsim.engine.hooks`).
+  events (``on``) and hooks around attempts and around the run (``add_hook``, :mod:`qsim.engine.hooks`).
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ import dataclasses
 import logging
 import signal
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack, cast
 
 from qsim.engine.connection import connect_async, display_url
 from qsim.engine.context import RunContext
+from qsim.engine.eventloop import cancel_and_wait
 from qsim.engine.events import Emitter
 from qsim.engine.executor import Executor, Handler
-from qsim.engine.hooks import AttemptHook
+from qsim.engine.hooks import AttemptHook, LifecycleHook, is_attempt_hook, is_lifecycle_hook
 from qsim.engine.job import Job
 from qsim.engine.keys import QueueKeys
 from qsim.engine.maintenance import check_eviction_policy, recover_stalled, renew_locks
@@ -39,7 +40,7 @@ from qsim.engine.outbox import Outbox
 from qsim.engine.pipeline import Pipeline, by_queue
 from qsim.engine.protocol import release_call
 from qsim.engine.scripts import REDIS_ERRORS, ScriptSet, run_calls_async
-from qsim.engine.settings import WorkerSettings
+from qsim.engine.settings import WorkerOptions, WorkerSettings
 from qsim.errors import RedisUnavailable
 
 __all__ = ["Worker", "Handler", "EXIT_DRAINED", "EXIT_CUT_OFF"]
@@ -93,7 +94,8 @@ class Worker:
     at the end of the grace period and handed back to the queue.
     """
 
-    def __init__(self, queues: str | Sequence[str] | WorkerSettings, handler: Handler, **options: Any) -> None:
+    def __init__(self, queues: str | Sequence[str] | WorkerSettings, handler: Handler,
+                 **options: Unpack[WorkerOptions]) -> None:
         if isinstance(queues, WorkerSettings):
             self.settings = dataclasses.replace(queues, **options) if options else queues
         else:
@@ -103,6 +105,7 @@ class Worker:
         self.handler = handler
         self._emitter = Emitter()
         self._hooks: list[AttemptHook] = []
+        self._lifecycle: list[LifecycleHook] = []
         self._run: _Run | None = None
         self._starting: asyncio.Event | None = None  # set while run() connects; close() then waits on it
         self._close_early: float | None = None  # a close() asked for while run() was still connecting
@@ -114,14 +117,21 @@ class Worker:
         """Call ``callback`` on ``event`` (see :data:`qsim.engine.events.EVENTS`)."""
         self._emitter.on(event, callback)
 
-    def add_hook(self, hook: AttemptHook) -> None:
-        """Call ``hook.before_attempt`` / ``hook.after_attempt`` around every attempt (see :mod:`qsim.engine.hooks`).
+    def add_hook(self, hook: AttemptHook | LifecycleHook) -> None:
+        """Call ``hook.before_attempt`` / ``hook.after_attempt`` around every attempt, and ``hook.on_start`` /
+        ``hook.on_stop`` when a ``run()`` starts and has stopped (either pair, or both; see
+        :mod:`qsim.engine.hooks`).
 
         Hooks added while the worker runs take effect at its next ``run()``.
         """
-        if not callable(getattr(hook, "before_attempt", None)) or not callable(getattr(hook, "after_attempt", None)):
-            raise ValueError(f"a hook needs before_attempt(job) and after_attempt(job, seconds, error), got {hook!r}")
-        self._hooks.append(hook)
+        attempt, lifecycle = is_attempt_hook(hook), is_lifecycle_hook(hook)
+        if not attempt and not lifecycle:
+            raise ValueError(f"a hook needs before_attempt(job) and after_attempt(job, seconds, error), or "
+                             f"on_start(worker) and on_stop(worker), got {hook!r}")
+        if attempt:
+            self._hooks.append(cast(AttemptHook, hook))
+        if lifecycle:
+            self._lifecycle.append(cast(LifecycleHook, hook))
 
     @property
     def id(self) -> str:
@@ -169,15 +179,35 @@ class Worker:
         return self._run.pipeline.processed if self._run is not None else self._processed
 
     async def run(self) -> int:
-        """Work until ``close()`` or SIGTERM/SIGINT; returns the exit code.
+        """Work until ``close()`` or SIGTERM/SIGINT; returns the exit code. The lifecycle hooks' ``on_start``
+        run first, their ``on_stop`` last (:mod:`qsim.engine.hooks`).
 
         Raises:
             RedisUnavailable: Redis cannot be reached at start.
         """
         if self._run is not None or self._starting is not None:
             raise RuntimeError("this worker is already running")
-        s = self.settings
         self._starting, self._close_early = asyncio.Event(), None
+        started: list[LifecycleHook] = []
+        try:
+            for hook in list(self._lifecycle):
+                await hook.on_start(self)
+                started.append(hook)
+            return await self._work()
+        finally:
+            if self._starting is not None:  # an on_start raised or was cancelled: nothing connected
+                self._starting.set()
+                self._starting = None
+            for hook in reversed(started):
+                try:
+                    await hook.on_stop(self)
+                except Exception:  # noqa: BLE001 - a hook's failure is logged, the run's outcome stands
+                    logger.exception("lifecycle hook %r failed on stop", hook)
+
+    async def _work(self) -> int:
+        """Connect, work until closed, disconnect (``run()`` between its hooks)."""
+        assert self._starting is not None
+        s = self.settings
         client = connect_async(s.redis, socket_connect_timeout=5.0, socket_timeout=s.block_timeout + REPLY_TIMEOUT,
                                socket_keepalive=True)
         run = _Run(self, client)
@@ -208,9 +238,8 @@ class Worker:
             await self._abort(run)
             raise
         finally:
-            for t in side:
-                t.cancel()
-            await asyncio.gather(run.pipeline.aclose(), *side, return_exceptions=True)
+            # (a side task's one cancel may be lost on Python 3.11: see qsim.engine.eventloop.cancel_and_wait)
+            await asyncio.gather(run.pipeline.aclose(), cancel_and_wait(side), return_exceptions=True)
             for sig in signals:
                 loop.remove_signal_handler(sig)
             await client.aclose()

@@ -1,7 +1,7 @@
 """How long ``qsim run`` waits for its jobs to settle after the last arrival, and what it reports.
 
 The default drain timeout comes from the model's run of the same scenario and
-seed (the very jobs the engine runs, :mod:`qsim.workload`): its *settle time*
+seed (the very jobs the engine runs, :mod:`qsim.spec.workload`): its *settle time*
 is how long after the last arrival the last job settles (completes or goes to
 the dead-letter queue), backlog, retries, backoff, stalled recovery and pool
 events included. The engine gets::
@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from qsim.engine import AsyncQueue
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["DRAIN_FACTOR", "DRAIN_MARGIN", "DRAIN_FLOOR", "Drain", "settle_time", "drain_timeout",
            "predicted_drain", "wait_settled", "unsettled_message", "BUSY_STATES"]

@@ -2,7 +2,7 @@
 
 The engine harness executes exactly what is drawn here: when each job is
 added, and for each attempt how long the synthetic handler works and whether
-it fails: the scenario's :class:`~qsim.workload.Workload` (arrival times,
+it fails: the scenario's :class:`~qsim.spec.workload.Workload` (arrival times,
 every attempt's service time and failure flag, the children), the very
 draws the model plays, so with the same seed the engine runs the very jobs,
 attempts and failures the model simulated.
@@ -21,7 +21,7 @@ Children: a flow parent carries the jobs of its child types in
 :attr:`PlannedJob.children` (added with it, atomically); a fan-out parent's
 payload carries its children under ``"fan"``, and the synthetic handler adds
 them when the parent succeeds. Children draw from streams of their own (the
-type's name + ``"/child"``, see :mod:`qsim.workload`), so they never reuse
+type's name + ``"/child"``, see :mod:`qsim.spec.workload`), so they never reuse
 an arriving job's samples.
 One level of children is supported.
 """
@@ -35,8 +35,8 @@ import numpy as np
 
 from qsim.engine import Backoff
 from qsim.errors import NotSupportedError
-from qsim.scenario import JobType, Scenario
-from qsim.workload import Attempts, Workload, draw_workload
+from qsim.spec.scenario import JobType, Scenario
+from qsim.spec.workload import Attempts, Workload, draw_workload
 
 __all__ = ["PlannedJob", "plan_jobs", "plan_workload", "job_options", "engine_options"]
 

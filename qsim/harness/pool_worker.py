@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from qsim.engine import Job, Worker
 from qsim.engine.eventloop import run_process
+from qsim.engine.hooks import ColdStart
 from qsim.harness.plan import engine_options
 from qsim.harness.processes import PoolProcessSpec
 
@@ -66,9 +66,12 @@ def make_synthetic(redis_url: str = "", prefix: str = "") -> Handler:
 
 
 def build(argv: list[str] | None = None) -> tuple[Worker, PoolProcessSpec]:
-    """The worker of the command line ``argv`` (:class:`PoolProcessSpec`'s), running :func:`make_synthetic`."""
+    """The worker of the command line ``argv`` (:class:`PoolProcessSpec`'s), running :func:`make_synthetic`,
+    with its cold start (no work before ``--take-work-at``, then its id on ``--ready-key``) as a lifecycle hook."""
     spec = PoolProcessSpec.parse(argv)
-    return Worker(spec.settings, make_synthetic()), spec
+    worker = Worker(spec.settings, make_synthetic())
+    worker.add_hook(ColdStart(spec.take_work_at, spec.ready_key))
+    return worker, spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,20 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {worker.id} %(levelname)s %(name)s: %(message)s")
 
-    async def run() -> int:
-        import redis.asyncio
-
-        wait = spec.take_work_at - time.time()
-        if wait > 0:  # a cold start: no work before then (a SIGTERM meanwhile ends the process)
-            await asyncio.sleep(wait)
-        client = redis.asyncio.Redis.from_url(spec.settings.redis)
-        try:
-            await client.rpush(spec.ready_key, worker.id)
-        finally:
-            await client.aclose()
-        return await worker.run()
-
-    return run_process(run())  # on uvloop when installed, unless QSIM_NO_UVLOOP=1
+    return run_process(worker.run())  # on uvloop when installed, unless QSIM_NO_UVLOOP=1
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ from typing import Any
 from qsim.engine import Queue
 from qsim.engine.connection import connect
 from qsim.engine.settings import WorkerSettings
-from qsim.shared_settings import SharedSettings
 from qsim.errors import HarnessError
-from qsim.scenario import EventSpec, Scenario
+from qsim.spec.scenario import EventSpec, Scenario
+from qsim.spec.settings import SharedSettings
 
 __all__ = ["PoolProcessSpec", "WorkerProcesses", "apply_limits", "restore_limits", "EVENT_SIGNALS"]
 
@@ -69,7 +69,7 @@ class PoolProcessSpec:
                  grace: float, take_work_at: float = 0.0) -> PoolProcessSpec:
         """The process ``worker_id`` of ``scenario``'s pool ``pool``: the pool's queues, policy, weights and
         concurrency, every setting of the scenario's ``[engine]`` table that is a worker setting
-        (:class:`~qsim.shared_settings.SharedSettings`), the run's Redis and prefix, every completed
+        (:class:`~qsim.spec.settings.SharedSettings`), the run's Redis and prefix, every completed
         job kept (the run reads them all at the end)."""
         spec = scenario.pool(pool)
         shared = {f.name: getattr(scenario.engine, f.name) for f in fields(SharedSettings)}
@@ -114,6 +114,10 @@ class WorkerProcesses:
         default_grace: A pool's grace when no ``sigterm`` event names it.
     """
 
+    #: Sent before a process that did not stop is killed, for its log (a qsim worker logs what each of its
+    #: tasks awaits: :mod:`qsim.engine.eventloop`); None: nothing is sent.
+    dump_signal: signal.Signals | None = signal.SIGUSR1
+
     def __init__(self, scenario: Scenario, redis_url: str, *, prefix: str, ready_key: str,
                  logdir: Path | None = None, default_grace: float = 30.0) -> None:
         if not default_grace >= 0:
@@ -145,6 +149,14 @@ class WorkerProcesses:
                                         ready_key=ready_key or self.ready_key, grace=self.grace(pool),
                                         take_work_at=take_work_at)
 
+    def argv(self, pool: str, wid: str, *, ready_key: str, take_work_at: float) -> list[str]:
+        """The command line of process ``wid`` of ``pool`` (here: a qsim pool worker, :meth:`spec`)."""
+        return self.spec(pool, wid, ready_key=ready_key, take_work_at=take_work_at).argv()
+
+    def env(self, pool: str, wid: str) -> dict[str, str] | None:
+        """The environment of process ``wid`` of ``pool`` (None: this process's own)."""
+        return None
+
     def start(self, pool: str, count: int, *, ready_key: str | None = None, take_work_at: float = 0.0) -> list[str]:
         """Start ``count`` processes of ``pool``; their ids (``<pool>-<n>``, numbered on per pool).
 
@@ -157,9 +169,9 @@ class WorkerProcesses:
             self._next[pool] = n + 1
             wid = f"{pool}-{n}"
             with (self.logdir / f"{wid}.log").open("wb") as log:
-                spec = self.spec(pool, wid, ready_key=ready_key, take_work_at=take_work_at)
-                self.procs[wid] = subprocess.Popen(spec.argv(), stdout=log, stderr=subprocess.STDOUT,
-                                                   start_new_session=True)
+                argv = self.argv(pool, wid, ready_key=ready_key or self.ready_key, take_work_at=take_work_at)
+                self.procs[wid] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                                   start_new_session=True, env=self.env(pool, wid))
             self.pool_of[wid] = pool
             ids.append(wid)
         return ids
@@ -244,8 +256,9 @@ class WorkerProcesses:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGUSR1)  # it logs what each of its tasks awaits (qsim.engine.eventloop)
-                time.sleep(1.0)
+                if self.dump_signal is not None:
+                    proc.send_signal(self.dump_signal)
+                    time.sleep(1.0)
                 logger.warning("worker process %s did not stop within %.0f s: killed; the end of its log:\n%s",
                                wid, timeout, self.log_tail(wid, 6000))
                 proc.kill()

@@ -30,19 +30,21 @@ import numpy as np
 import pandas as pd
 import redis.asyncio
 
-from qsim.display import summary_html, summary_line
-from qsim.engine import AsyncQueue, FlowProducer, JobInfo
 from qsim.autoscale.hpa import Recommend
+from qsim.engine import AsyncQueue, FlowProducer, JobInfo
+from qsim.engine.eventloop import cancel_and_wait
+from qsim.engine.safety import unreachable
 from qsim.errors import NotSupportedError, QsimError, RedisUnavailable
 from qsim.harness.aio import run_sync
 from qsim.harness.autoscaling import EngineAutoscaler
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.harness.processes import WorkerProcesses, apply_limits
-from qsim.safety import unreachable
-from qsim.records import Records, attempts_frame, jobs_frame
-from qsim.scenario import Scenario
-from qsim.summary import PoolScaling, Summary, summarize
+from qsim.names import name_problem
+from qsim.results.display import summary_html, summary_line
+from qsim.results.records import Records, attempts_frame, jobs_frame
+from qsim.results.summary import PoolScaling, Summary, summarize
+from qsim.spec.scenario import Scenario
 
 __all__ = ["EngineResult", "run_scenario", "run_scenario_async", "check_supported"]
 
@@ -87,13 +89,14 @@ class EngineResult:
 
 
 def check_supported(scenario: Scenario) -> None:
-    """Refuse, naming the key, what the engine harness cannot run."""
+    """Refuse, naming the key, what the engine harness cannot run: a queue name the engine cannot make
+    Redis keys of (braces, colons, spaces; the lengths and wrr weights are checked when the scenario loads)."""
     label = str(scenario.source) if scenario.source else scenario.name
-    for i, p in enumerate(scenario.pools):
-        for q, w in p.weights.items():
-            if not float(w).is_integer():
-                raise NotSupportedError(f"{label}: not supported by the engine: pools[{i}].weights.{q} = {w} "
-                                        f"(engine weights are whole numbers)")
+    for i, q in enumerate(scenario.queues):
+        problem = name_problem(q.name)
+        if problem:
+            raise NotSupportedError(f"{label}: not supported by the engine: queues[{i}].name {problem} (queue "
+                                    f"names become part of its Redis keys)")
 
 
 async def _redis_now(client: redis.asyncio.Redis) -> float:
@@ -141,13 +144,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
                 pass
             except (QsimError, OSError) as e:  # a process that did not start: the run goes on without it
                 logger.error("a scenario event failed: %s", e)
-            for task in polls:
-                task.cancel()
-            for task in polls:
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+            await cancel_and_wait(polls, raise_errors=True)  # a lost cancel must not keep the run waiting
         ended = asyncio.get_running_loop().time() - loop_t0
         for a in scalers:
             await a.finish()

@@ -50,6 +50,9 @@ def _serve(loop: asyncio.AbstractEventLoop) -> None:
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
+        # the default executor's threads (getaddrinfo of a host name: `localhost`) end with the loop; under
+        # gevent they are greenlets of this thread's hub, which the interpreter's exit would wait for forever
+        loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         loop.close()
 

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from qsim.bullmq.gauges import bullmq_counts
 from qsim.bullmq.options import DEFAULT_PREFIX, child_options, job_options, priorities
 from qsim.bullmq.producer import BullMQProducer, require_package
 from qsim.calibrate.bullmq_source import job_times
@@ -39,7 +40,7 @@ from qsim.engine.connection import connect
 from qsim.engine.scripts import redis_errors
 from qsim.loadtest.aioloop import LoopThread
 from qsim.loadtest.targets import Child, Finished
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["BullMQTarget", "ENDED_EVENTS", "HASH_FIELDS"]
 
@@ -192,14 +193,8 @@ class BullMQTarget:
         out = {}
         with redis_errors("reading BullMQ counts"):
             for q in self._cursor:
-                pipe = self.client.pipeline(transaction=False)
-                for key in ("wait", "active"):
-                    pipe.llen(self.key(q, key))
-                for key in ("prioritized", "delayed", "waiting-children", "completed", "failed"):
-                    pipe.zcard(self.key(q, key))
-                wait, active, prio, delayed, kids, done, failed = pipe.execute()
-                out[q] = {"waiting": wait + prio, "active": active, "delayed": delayed, "completed": done,
-                          "failed": failed, "waiting_children": kids}
+                c = bullmq_counts(self.client, q, prefix=self.prefix)
+                out[q] = {k: c[k] for k in ("waiting", "active", "delayed", "completed", "failed", "waiting_children")}
         return out
 
     def close(self) -> None:

@@ -41,12 +41,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim.dists import (Arrival, BurstArrivals, ConstantArrivals, PoissonArrivals, ProfileArrivals, RateProfile,
+from qsim.spec.dists import (Arrival, BurstArrivals, ConstantArrivals, PoissonArrivals, ProfileArrivals, RateProfile,
                         TraceArrivals)
 from qsim.loadtest.schedule import SCHEDULED_KINDS
 from qsim.loadtest.timescale import scaled_profile
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["load_test_scenario", "predict", "comparison_rows", "write_comparison"]
 

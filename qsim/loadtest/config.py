@@ -24,7 +24,12 @@ argument                       environment variable               meaning
 ``--slo THRESHOLD``            ``QSIM_SLO`` (``;`` between)       judge the run at the end (repeat): ``p95_wait<=2``,
                                                                   ``lost==0``; Locust's exit code is 1 on a miss
 ``--abort-on-fail``            ``QSIM_ABORT_ON_FAIL``             stop early once a threshold can no longer be met
+``--qsim-help``                                                   Locust's help with these options, then exit
 =============================  =================================  ==============================================
+
+Locust prints its ``--help`` before it imports the locustfile, so no listener of
+``init_command_line_parser`` can add to it (locustio/locust#2917):
+``locust -f loadtests --qsim-help`` prints the whole help, these options included.
 
 ``--pacing``: the gaps between one producer's adds of ``poisson`` and
 ``constant`` types; ``burst``, ``trace`` and ``profile`` types (every type
@@ -45,14 +50,14 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from qsim.analysis.plan import SLO, parse_slo
+from qsim.analysis.slo.language import SLO, parse_slo
 from qsim.bullmq.options import DEFAULT_PREFIX as BULLMQ_PREFIX
 from qsim.engine.connection import DEFAULT_REDIS_URL
+from qsim.engine.safety import CONFIRM_OPTION
 from qsim.loadtest.targets import TARGETS
 from qsim.loadtest.timescale import check_time_scale
-from qsim.safety import CONFIRM_OPTION
 
-__all__ = ["LoadTestConfig", "add_arguments", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER",
+__all__ = ["LoadTestConfig", "add_arguments", "HELP_OPTION", "DEFAULT_REDIS_URL", "DEFAULT_SCENARIO", "MAX_RATE_PER_PRODUCER",
            "PACINGS", "TARGETS", "split_slos"]
 
 DEFAULT_SCENARIO = "workshop"
@@ -61,6 +66,9 @@ MAX_RATE_PER_PRODUCER = 20.0
 
 #: How a producer spaces its adds of paced types (``scenario``: none is paced, all follow the drawn schedule).
 PACINGS = ("constant", "poisson", "scenario")
+
+#: Prints Locust's help once the locustfile has added the options above (``--help`` cannot: see the docstring).
+HELP_OPTION = "--qsim-help"
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_:-]{1,40}$")
 
@@ -81,8 +89,8 @@ def add_arguments(parser: Any) -> None:
                    help="multiply every arrival rate of the scenario (default 1)")
     g.add_argument("--time-scale", env_var="QSIM_TIME_SCALE", type=float, default=1.0,
                    help="wall-clock seconds per second of the scenario (default 1): 0.01 plays a 24 h rate profile "
-                        "in 14.4 min at its own rates (the peak at the peak's rate); durations, event times and "
-                        "profile times are scaled, rates and service times kept")
+                        "in 14.4 min at its own rates (the peak at the peak's rate); durations, event times, "
+                        "profile times and the Summary's window are scaled, rates and service times kept")
     g.add_argument("--pacing", env_var="QSIM_PACING", choices=PACINGS, default="constant",
                    help="gaps between one producer's adds of poisson/constant types: constant (n/rate) or poisson "
                         "(exponential, mean n/rate: all producers together then form a Poisson process of the "
@@ -104,10 +112,15 @@ def add_arguments(parser: Any) -> None:
                    help=f"BullMQ's key prefix with --target bullmq (default {BULLMQ_PREFIX})")
     g.add_argument("--slo", action="append", default=None, metavar="THRESHOLD",
                    help="judge the measured jobs at the end, e.g. 'p95_wait<=2' or 'lost==0' (repeat for "
-                        "several; $QSIM_SLO: separated by ';'): the verdict table is printed and Locust exits 1 "
-                        "when one is missed")
+                        "several; $QSIM_SLO: separated by ';'), per window too ('p95_wait<=2 in 95%% of windows'): "
+                        "the verdict table is printed and Locust exits 1 when one is missed; distributed, the "
+                        "master judges every worker's jobs")
     g.add_argument("--abort-on-fail", env_var="QSIM_ABORT_ON_FAIL", action="store_true", default=False,
-                   help="with --slo: stop the test as soon as a threshold can no longer be met")
+                   help="with --slo: stop the test as soon as a threshold can no longer be met (one Locust "
+                        "process only; distributed, the master judges --slo at the end)")
+    g.add_argument(HELP_OPTION, action="help",
+                   help="show Locust's help with these qsim options and exit (Locust's own --help is printed "
+                        "before the locustfile is imported, so it cannot list them)")
 
 
 def split_slos(values: Any) -> tuple[str, ...]:
@@ -125,7 +138,7 @@ class LoadTestConfig:
     Attributes:
         redis_url: Redis to load.
         scenario: Scenario file path or built-in name.
-        confirmed: Whether a non-local Redis was confirmed (:data:`qsim.safety.CONFIRM_OPTION`).
+        confirmed: Whether a non-local Redis was confirmed (:data:`qsim.engine.safety.CONFIRM_OPTION`).
         prefix: Key prefix of the queues (the scenario's queue names under it).
         rate_scale: Factor on every arrival rate.
         time_scale: Wall-clock seconds per scenario second (:mod:`qsim.loadtest.timescale`).
@@ -189,7 +202,7 @@ class LoadTestConfig:
         self.thresholds()  # a bad --slo is refused here, naming it
 
     def thresholds(self) -> list[SLO]:
-        """The ``--slo`` thresholds, parsed by the project's SLO parser (:func:`qsim.analysis.plan.parse_slo`).
+        """The ``--slo`` thresholds, parsed by the project's SLO parser (:func:`qsim.analysis.slo.language.parse_slo`).
 
         Raises:
             ScenarioError: A threshold that does not parse (named).

@@ -3,7 +3,7 @@
 :func:`register` adds listeners to Locust's ``events``:
 
 - ``init_command_line_parser``: the custom arguments of :mod:`qsim.loadtest.config`.
-- ``init``: the safety check (:func:`qsim.safety.require_local_or_confirmed`)
+- ``init``: the safety check (:func:`qsim.engine.safety.require_local_or_confirmed`)
   and the scenario check, before anything connects; a refusal prints one
   line naming the problem and exits with code 2. The master (or the single
   process) also fixes what every process must agree on: the run id, the
@@ -20,7 +20,15 @@
 - ``test_stop``: logs what was added and observed, and what Redis holds;
   with ``--compare-model``, the model's prediction next to the measurement;
   with ``--slo``, the verdict table of the thresholds on this run's Summary
-  (:mod:`qsim.analysis.thresholds`), on stderr.
+  (:mod:`qsim.analysis.slo.thresholds`), on stderr. Distributed
+  (``--master``/``--worker``, ``--processes``), each worker sends the master
+  its jobs (message ``qsim_jobs``: :func:`qsim.loadtest.thresholds.job_rows`)
+  when it stops, or when the master asks (``qsim_report``: a master told to
+  quit stops before its workers do); the master waits for every worker of
+  the run (at most :data:`REPORT_TIMEOUT` s) and judges the thresholds on
+  the Summary of all their jobs, whole-run and per-window alike. A worker
+  missing at the end fails the verdict. ``--abort-on-fail`` needs one process
+  (no process sees the whole run while it goes).
 - ``quitting``: stops the local pools; with ``--slo``, sets Locust's exit
   code: 0 when every threshold was met (dead jobs then count only through a
   ``dead`` threshold), 1 when one was missed or an add failed.
@@ -40,8 +48,9 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from qsim.analysis.thresholds import format_verdicts, judge
+from qsim.analysis.slo.thresholds import format_verdicts, judge
 from qsim.engine.connection import connect, display_url
+from qsim.engine.safety import require_local_or_confirmed
 from qsim.engine.scripts import redis_errors
 from qsim.errors import QsimError
 from qsim.loadtest.compare import comparison_rows, load_test_scenario, predict, write_comparison
@@ -49,14 +58,16 @@ from qsim.loadtest.config import LoadTestConfig, add_arguments
 from qsim.loadtest.mix import peak_rates
 from qsim.loadtest.run import LoadTestRun
 from qsim.loadtest.schedule import scheduled_types
+from qsim.loadtest.thresholds import doomed, job_rows, merge_rows, rows_summary, run_summary
 from qsim.loadtest.timescale import time_scaled
-from qsim.loadtest.thresholds import doomed, run_summary
 from qsim.loadtest.workers import WorkerPool
-from qsim.safety import require_local_or_confirmed
-from qsim.scenario import Scenario
+from qsim.results.display import fixed
+from qsim.results.summary import Summary
 from qsim.scenarios import load
+from qsim.spec.run_size import check_run_size
+from qsim.spec.scenario import Scenario
 
-__all__ = ["register", "run_of"]
+__all__ = ["register", "run_of", "REPORT_TIMEOUT"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +80,12 @@ _WATCH: weakref.WeakKeyDictionary[Environment, gevent.Greenlet] = weakref.WeakKe
 _VERDICT: weakref.WeakKeyDictionary[Environment, bool] = weakref.WeakKeyDictionary()
 #: Thresholds the --abort-on-fail watch found could no longer be met.
 _DOOMED: weakref.WeakKeyDictionary[Environment, list[str]] = weakref.WeakKeyDictionary()
+#: On a master: per run id, the jobs each worker (by node id) sent (``qsim_jobs``).
+_WORKER_ROWS: weakref.WeakKeyDictionary[Environment, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+#: On a worker: the run ids whose jobs it sent its master.
+_SENT: weakref.WeakKeyDictionary[Environment, set[str]] = weakref.WeakKeyDictionary()
+#: How long (s) a master waits at the end of a run for its workers' jobs before judging without them.
+REPORT_TIMEOUT = 60.0
 
 
 def run_of(environment: Environment) -> LoadTestRun | None:
@@ -100,12 +117,17 @@ def _check(options: Any) -> tuple[LoadTestConfig, Scenario, float]:
     config = LoadTestConfig.from_options(options)
     require_local_or_confirmed(config.redis_url, config.confirmed)
     scenario = time_scaled(load(config.scenario), config.time_scale)
+    check_run_size(scenario)  # a run that cannot fit in memory is refused before any producer starts
     if config.target == "bullmq":
         from qsim.bullmq.options import check_supported
         from qsim.bullmq.producer import require_package
 
         check_supported(scenario)
         require_package()
+    else:
+        from qsim.harness.run import check_supported as check_engine
+
+        check_engine(scenario)
     return config, scenario, sum(peak_rates(scenario, config.rate_scale).values())
 
 
@@ -149,10 +171,17 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     except (QsimError, ValueError) as e:
         _refuse(str(e))
         return
-    if config.slos and (isinstance(runner, (MasterRunner, WorkerRunner)) or getattr(options, "processes", None)):
-        _refuse("--slo judges the jobs one Locust process added and saw end: run the test in one process "
-                "(without --processes, --master or --worker)")
+    distributed = isinstance(runner, (MasterRunner, WorkerRunner)) or bool(getattr(options, "processes", None))
+    if config.slos and config.abort_on_fail and distributed:
+        _refuse("--abort-on-fail watches the jobs one Locust process sees while the test runs: run the test in "
+                "one process (without --processes, --master or --worker), or leave it out (the master judges "
+                "--slo on every worker's jobs at the end)")
         return
+    # (a worker learns --slo from the master only when the test starts: it listens whatever its own options)
+    if isinstance(runner, MasterRunner):
+        runner.register_message("qsim_jobs", _on_worker_jobs)
+    elif isinstance(runner, WorkerRunner):
+        runner.register_message("qsim_report", _on_report_asked, concurrent=True)
     if options is None or isinstance(runner, WorkerRunner):
         return  # a worker takes the shared values from the master with each spawn message
     # -u/-r/-t as given (Locust fills in headless defaults later)
@@ -284,13 +313,10 @@ def _compare(environment: Environment, run: LoadTestRun) -> None:
         return
     rows = comparison_rows(predicted, _measured(environment))
 
-    def s(v: float | None) -> str:
-        return "-" if v is None else f"{v:.3f}"
-
     lines = [f"{'type':<20} {'metric':<8} {'model p50':>10} {'model p95':>10} {'measured p50':>13} "
              f"{'measured p95':>13} {'n':>7}"]
-    lines += [f"{r['type']:<20} {r['metric']:<8} {s(r['model_p50']):>10} {s(r['model_p95']):>10} "
-              f"{s(r['measured_p50']):>13} {s(r['measured_p95']):>13} {r['measured_count']:>7}" for r in rows]
+    lines += [f"{r['type']:<20} {r['metric']:<8} {fixed(r['model_p50']):>10} {fixed(r['model_p95']):>10} "
+              f"{fixed(r['measured_p50']):>13} {fixed(r['measured_p95']):>13} {r['measured_count']:>7}" for r in rows]
     how = "replaying this run's enqueue times" if replay else f"at the load test's rates, {c.pacing} arrivals"
     logger.info("model vs load test (seconds; the model ran the same scenario %s):\n%s", how, "\n".join(lines))
     prefix = getattr(environment.parsed_options, "csv_prefix", None)
@@ -309,23 +335,78 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         environment.process_exit_code = 0 if verdict and not failed_adds else 1
 
 
-def _judge(environment: Environment, run: LoadTestRun) -> None:
-    """``--slo``: the verdict of every threshold on this run's Summary, printed; kept for the exit code."""
+def _swept(run: LoadTestRun) -> dict[str, str]:
     try:
-        fates = run.sweep()
+        return run.sweep()
     except QsimError as e:
         logger.warning("could not read the jobs never seen to end (counted unfinished): %s", e)
-        fates = {}
-    summary = run_summary(run, fates)
+        return {}
+
+
+def _judge(environment: Environment, run: LoadTestRun) -> None:
+    """``--slo``: the verdict of every threshold on this run's Summary, printed; kept for the exit code."""
+    _verdict(environment, run, run_summary(run, _swept(run)))
+
+
+def _verdict(environment: Environment, run: LoadTestRun, summary: Summary, *, missing: str = "") -> None:
     doomed_now = _DOOMED.get(environment, [])
     notes = {t: "could no longer be met: the test was stopped early" for t in doomed_now}
     rows = judge(summary, run.config.thresholds(), notes=notes)
     jobs = summary["jobs"]
     title = (f"qsim load test {run.run_id} ({run.target.label}): {jobs['arrived']} jobs, {jobs['completed']} "
              f"completed, {jobs['dead']} dead, {jobs['unfinished']} unfinished, {jobs['lost']} lost")
-    sys.stderr.write(format_verdicts(rows, title=title) + "\n")
+    text = format_verdicts(rows, title=title)
+    if missing:
+        text += f"\nFAILED: {missing}"
+    sys.stderr.write(text + "\n")
     sys.stderr.flush()
-    _VERDICT[environment] = all(r.passed for r in rows)
+    _VERDICT[environment] = all(r.passed for r in rows) and not missing
+
+
+# ---------------------------------------------------------------------- distributed: the master judges
+
+
+def _send_jobs(environment: Environment, run: LoadTestRun) -> None:
+    """On a worker: this run's jobs to the master (once per run)."""
+    sent = _SENT.setdefault(environment, set())
+    if run.run_id in sent or environment.runner is None:
+        return
+    sent.add(run.run_id)
+    rows = job_rows(run, _swept(run))
+    environment.runner.send_message("qsim_jobs", {"run_id": run.run_id, "rows": rows})
+    logger.info("qsim load test %s: sent the master %d jobs", run.run_id, len(rows["job_id"]))
+
+
+def _on_report_asked(environment: Environment, msg: Any, **_: Any) -> None:
+    """On a worker: the master is judging (it stops before its workers when told to quit): send the jobs now."""
+    run = _RUNS.get(environment)
+    if run is not None and run.run_id == msg.data:
+        _send_jobs(environment, run)
+
+
+def _on_worker_jobs(environment: Environment, msg: Any, **_: Any) -> None:
+    """On a master: a worker's jobs (``{"run_id", "rows"}``)."""
+    data = msg.data or {}
+    runs = _WORKER_ROWS.setdefault(environment, {})
+    runs.setdefault(str(data.get("run_id")), {})[str(msg.node_id)] = data.get("rows") or {}
+
+
+def _judge_workers(environment: Environment, run: LoadTestRun, *, timeout: float | None = None) -> None:
+    """On a master: wait for every worker's jobs of this run, then the verdict on all of them."""
+    expected = max(1, int(getattr(environment.parsed_options, "qsim_nodes", None) or 1))
+    got = _WORKER_ROWS.setdefault(environment, {}).setdefault(run.run_id, {})
+    if len(got) < expected and environment.runner is not None:
+        environment.runner.send_message("qsim_report", run.run_id)
+    deadline = time.monotonic() + (REPORT_TIMEOUT if timeout is None else timeout)
+    while len(got) < expected and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+    missing = "" if len(got) >= expected else \
+        f"{expected - len(got)} of {expected} Locust workers sent no jobs: the verdict covers only the others"
+    summary = rows_summary(merge_rows(list(got.values())), run.scenario,
+                           source="bullmq" if run.config.target == "bullmq" else "engine")
+    _WORKER_ROWS[environment].pop(run.run_id, None)
+    logger.info("qsim load test %s: judging the jobs of %d Locust worker(s)", run.run_id, len(got))
+    _verdict(environment, run, summary, missing=missing)
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
@@ -340,7 +421,11 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     if run is None:
         return
     try:
-        if run.config.slos:
+        if run.config.slos and isinstance(environment.runner, WorkerRunner):
+            _send_jobs(environment, run)
+        elif run.config.slos and isinstance(environment.runner, MasterRunner):
+            _judge_workers(environment, run)
+        elif run.config.slos:
             _judge(environment, run)
         if run.config.compare_model and not isinstance(environment.runner, WorkerRunner):
             _compare(environment, run)

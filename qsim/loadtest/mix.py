@@ -13,7 +13,7 @@ Nothing here imports Locust.
   (the very draws the model and ``qsim run`` use), cycled when the load test
   outlasts them, under job ids of this run (``<run_id>-<type>-<n>``; children
   ``<parent id>.<k>``) so a run never collides with another. A job type with
-  a ``payload`` template (:mod:`qsim.templates`) gets that template rendered
+  a ``payload`` template (:mod:`qsim.spec.templates`) gets that template rendered
   for each job instead (``templates=True``: real handlers).
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 
 from qsim.errors import NotSupportedError
 from qsim.harness.plan import engine_options, job_options, plan_jobs
-from qsim.scenario import Scenario
-from qsim.templates import render
+from qsim.spec.scenario import Scenario
+from qsim.spec.templates import render
 
 __all__ = ["arrival_rates", "peak_rates", "JobMix", "PayloadSource", "NextJob", "PLAN_CAP"]
 

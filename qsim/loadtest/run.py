@@ -31,15 +31,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from qsim.engine.safety import require_local_or_confirmed
 from qsim.errors import EngineError
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.mix import PayloadSource, arrival_rates, peak_rates
 from qsim.loadtest.schedule import Schedule, scheduled_types
-from qsim.loadtest.timescale import time_scaled
 from qsim.loadtest.targets import OBSERVED_EVENTS, EngineTarget, Finished, Target
-from qsim.safety import require_local_or_confirmed
-from qsim.scenario import Scenario
+from qsim.loadtest.timescale import time_scaled
 from qsim.scenarios import load
+from qsim.spec.scenario import Scenario
 
 __all__ = ["LoadTestRun", "Finished", "OBSERVED_EVENTS", "make_target"]
 

@@ -6,7 +6,7 @@ A ``poisson`` or ``constant`` type is *paced*: each producer adds at the
 type's mean rate with ``--pacing constant|poisson`` gaps (:mod:`qsim.loadtest.users`).
 A ``burst``, ``trace`` or ``profile`` type is *scheduled*: its jobs are added
 at the very arrival times the scenario's workload draws
-(:func:`qsim.workload.draw_jobs`, the times the model and ``qsim run`` use),
+(:func:`qsim.spec.workload.draw_jobs`, the times the model and ``qsim run`` use),
 so a burst arrives as a burst, a trace as recorded and a rate profile's jobs
 at its changing rate (its peak at the peak's rate, not the mean). With
 ``--pacing scenario`` every type is scheduled. Under ``--time-scale`` the
@@ -28,8 +28,8 @@ from collections.abc import Collection, Iterator
 
 import numpy as np
 
-from qsim.scenario import Scenario
-from qsim.workload import draw_jobs
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import draw_jobs
 
 __all__ = ["SCHEDULED_KINDS", "scheduled_types", "Schedule"]
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from qsim.engine import Queue, SyncFlowProducer
 from qsim.engine.scripts import redis_errors
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["Finished", "Target", "EngineTarget", "OBSERVED_EVENTS", "TARGETS", "Child"]
 

@@ -2,13 +2,17 @@
 
 Nothing here imports Locust (:mod:`qsim.loadtest.hooks` wires it in).
 
-- :func:`run_summary`: a Summary (:func:`qsim.summary.summarize`) of the jobs
+- :func:`run_summary`: a Summary (:func:`qsim.results.summary.summarize`) of the jobs
   this process added and saw end (flow and fan-out children included), with
   the jobs never seen to end as ``unfinished`` or ``lost`` (:meth:`LoadTestRun.sweep
   <qsim.loadtest.run.LoadTestRun.sweep>`). Times are seconds since the first
   enqueue; no warm-up is left out; ``utilization`` is 0 (the load test does
   not know the workers' slots).
-- :func:`qsim.analysis.thresholds.judge` then gives the verdict of each threshold.
+- :func:`qsim.analysis.slo.thresholds.judge` then gives the verdict of each threshold.
+- Distributed (``--master``/``--worker``, ``--processes``): each worker sends
+  its :func:`job_rows` (times on Redis's clock, which every process shares) to
+  the master, which judges the Summary of them all (:func:`merge_rows`,
+  :func:`rows_summary`): whole-run and per-window thresholds alike.
 - :func:`doomed`: the thresholds that can no longer be met, whatever the rest
   of the run does (``--abort-on-fail``): a count (``dead``) or a maximum
   (``max_wait``) already past its bound, a mean that stays above its bound
@@ -27,22 +31,31 @@ from typing import Any
 
 import numpy as np
 
-from qsim.analysis.plan import SLO
+from qsim.analysis.slo.language import SLO
 from qsim.loadtest.run import LoadTestRun
-from qsim.records import Records, jobs_frame
-from qsim.summary import Summary, summarize
+from qsim.results.records import Records, jobs_frame
+from qsim.results.summary import Summary, summarize
+from qsim.spec.scenario import Scenario
 
-__all__ = ["run_summary", "doomed", "max_jobs"]
+__all__ = ["run_summary", "job_rows", "merge_rows", "rows_summary", "ROW_COLUMNS", "doomed", "max_jobs"]
 
 
-def run_summary(run: LoadTestRun, fates: Mapping[str, str] | None = None, *, source: str | None = None) -> Summary:
-    """The Summary of this process's jobs (``fates``: :meth:`LoadTestRun.sweep`'s answer, else every job
-    not seen to end is ``unfinished``)."""
+#: The columns of :func:`job_rows` (a job's times in seconds since the epoch, on Redis's clock).
+ROW_COLUMNS = ("job_id", "type", "queue", "priority", "enqueued", "started", "finished", "attempts",
+               "failed_attempts", "stalled", "worker", "outcome", "parent")
+
+
+#: Outcomes of a job its process did not see end.
+_NOT_SEEN = ("unfinished", "lost")
+
+
+def job_rows(run: LoadTestRun, fates: Mapping[str, str] | None = None) -> dict[str, list[Any]]:
+    """The jobs this process added and saw end, one row each, as columns (:data:`ROW_COLUMNS`; ``fates``:
+    :meth:`LoadTestRun.sweep`'s answer, else every job not seen to end is ``unfinished``). Plain lists, so a
+    Locust worker can send them to its master (:func:`merge_rows`)."""
     fates = fates or {}
     priority = {j.name: j.priority for j in run.scenario.jobs}
-    cols: dict[str, list[Any]] = {c: [] for c in ("job_id", "type", "queue", "priority", "enqueued", "started",
-                                                  "finished", "attempts", "failed_attempts", "stalled", "worker",
-                                                  "outcome", "parent")}
+    cols: dict[str, list[Any]] = {c: [] for c in ROW_COLUMNS}
 
     def row(job_id: str, job_type: str, queue: str, enq: float, started: float, finished: float, attempts: int,
             failed: int, outcome: str) -> None:
@@ -57,12 +70,42 @@ def run_summary(run: LoadTestRun, fates: Mapping[str, str] | None = None, *, sou
     for job_id, (queue, job_type, added_at) in run.added_jobs.items():
         if job_id not in run.ended:
             row(job_id, job_type, queue, added_at, math.nan, math.nan, 0, 0, fates.get(job_id, "unfinished"))
+    return cols
+
+
+def merge_rows(parts: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, list[Any]]:
+    """Several processes' :func:`job_rows` as one table. A job id in several parts (an observer sees every
+    process's jobs end) is kept once: the row of a process that saw it end, over one that did not."""
+    cols: dict[str, list[Any]] = {c: [] for c in ROW_COLUMNS}
+    where: dict[str, int] = {}
+    for part in parts:
+        for i, job_id in enumerate(part["job_id"]):
+            k = where.get(job_id)
+            if k is None:
+                where[job_id] = len(cols["job_id"])
+                for c in ROW_COLUMNS:
+                    cols[c].append(part[c][i])
+            elif cols["outcome"][k] in _NOT_SEEN and part["outcome"][i] not in _NOT_SEEN:
+                for c in ROW_COLUMNS:
+                    cols[c][k] = part[c][i]
+    return cols
+
+
+def rows_summary(rows: Mapping[str, Sequence[Any]], scenario: Scenario, *, source: str) -> Summary:
+    """The Summary of :func:`job_rows` (or :func:`merge_rows`), times from the first enqueue."""
+    cols = {c: list(rows[c]) for c in ROW_COLUMNS}
     t0 = min(cols["enqueued"], default=0.0)
     for key in ("enqueued", "started", "finished"):
         cols[key] = [v - t0 for v in cols[key]]
+    return summarize(Records(jobs=jobs_frame(cols)), scenario=scenario.name, source=source,
+                     seed=scenario.seed, window=scenario.window_length)
+
+
+def run_summary(run: LoadTestRun, fates: Mapping[str, str] | None = None, *, source: str | None = None) -> Summary:
+    """The Summary of this process's jobs (``fates``: :meth:`LoadTestRun.sweep`'s answer, else every job
+    not seen to end is ``unfinished``)."""
     label = source or ("bullmq" if run.config.target == "bullmq" else "engine")
-    return summarize(Records(jobs=jobs_frame(cols)), scenario=run.scenario.name, source=label,
-                     seed=run.scenario.seed, window=run.scenario.window_length)
+    return rows_summary(job_rows(run, fates), run.scenario, source=label)
 
 
 def max_jobs(run: LoadTestRun) -> dict[str | None, int]:

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from qsim.dists import Arrival, BurstArrivals, ProfileArrivals, RateProfile, TraceArrivals
-from qsim.scenario import Scenario
+from qsim.spec.dists import Arrival, BurstArrivals, ProfileArrivals, RateProfile, TraceArrivals
+from qsim.spec.scenario import Scenario
 
 __all__ = ["time_scaled", "scaled_profile", "check_time_scale"]
 

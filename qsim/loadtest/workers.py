@@ -21,7 +21,7 @@ from typing import Any
 
 from qsim.errors import QsimError
 from qsim.harness.processes import WorkerProcesses, apply_limits, restore_limits
-from qsim.scenario import EventSpec, Scenario
+from qsim.spec.scenario import EventSpec, Scenario
 
 __all__ = ["WorkerPool"]
 

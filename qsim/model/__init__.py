@@ -1,6 +1,6 @@
 """The SimPy model of a Redis-backed job-queue system.
 
-``simulate(scenario)`` runs a :class:`~qsim.scenario.Scenario` and returns a
+``simulate(scenario)`` runs a :class:`~qsim.spec.scenario.Scenario` and returns a
 :class:`ModelResult`: per-job records, a time series of queue depth and active
 jobs per queue, and the Summary (docs/reference/summary.md)::
 
@@ -9,7 +9,7 @@ jobs per queue, and the Summary (docs/reference/summary.md)::
     result.jobs, result.timeseries, result.summary
     simulate(scenario, records=False).summary   # only the Summary (sweeps, long runs): flat memory
 
-The jobs a run plays are drawn once, before it, by :mod:`qsim.workload` (the
+The jobs a run plays are drawn once, before it, by :mod:`qsim.spec.workload` (the
 same draws the engine harness runs). The model is a small core plus
 mechanisms:
 
@@ -21,6 +21,8 @@ mechanisms:
 - :mod:`~qsim.model.schedule` — every use of SimPy internals (reusable alarms);
 - :mod:`~qsim.model.recorders` / :mod:`~qsim.model.recordless` — records on / off, the
   core's two recorder strategies (``records=False`` core runs: streamed statistics, no records);
+- :mod:`~qsim.model.spans` — records off in a full run: the exact Summary from the job columns and
+  each attempt's span (no ids, frames or per-attempt job, worker and result);
 - :mod:`~qsim.model.arrivals` — the arrival feed;
 - :mod:`~qsim.model.queues` — waiting lines (priority, FIFO within a level; put-backs at the
   front of their level), per-lane gates;
@@ -36,13 +38,15 @@ mechanisms:
 - :mod:`~qsim.model.state` — the central columnar per-job table;
 - :mod:`~qsim.model.timeseries` — queue depth and active jobs over time;
 - :mod:`~qsim.model.support` — what the model cannot run (nested children);
-- :mod:`~qsim.model.run` — the wiring (:class:`Model`) and :func:`simulate`.
+- :mod:`~qsim.model.run` — the wiring (:class:`Model`) and :func:`simulate`;
+- :mod:`~qsim.model.replicate` — :func:`simulate_replications`: per-window bands over replications.
 
 How the mechanisms plug into the core: see :mod:`qsim.model.core` and :mod:`qsim.model.run`.
 """
 
 from qsim.model.run import Model, ModelResult, simulate
+from qsim.model.replicate import simulate_replications
 from qsim.model.support import check_supported
-from qsim.workload import JobDraws, draw_jobs, stream
+from qsim.spec.workload import JobDraws, draw_jobs, stream
 
-__all__ = ["simulate", "ModelResult", "Model", "draw_jobs", "JobDraws", "stream", "check_supported"]
+__all__ = ["simulate", "simulate_replications", "ModelResult", "Model", "draw_jobs", "JobDraws", "stream", "check_supported"]

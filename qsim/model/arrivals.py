@@ -1,4 +1,4 @@
-"""The arrival feed: a run's drawn jobs (:mod:`qsim.workload`) fed into the simulation on time.
+"""The arrival feed: a run's drawn jobs (:mod:`qsim.spec.workload`) fed into the simulation on time.
 
 One event for the whole feed (an :class:`~qsim.model.schedule.Alarm`), set
 again for each distinct arrival time.

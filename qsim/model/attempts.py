@@ -14,6 +14,14 @@ logs it — the job held its lock and its place under the limits until then; NaN
 if never found), or it was cut off at a shutdown's grace deadline
 (``cutoff``). An attempt still running when the run stopped has ``end`` NaN
 and result ``cutoff``.
+
+Records off (``simulate(..., records=False)``), a full run logs into a
+:class:`~qsim.model.spans.SpanLog` instead: each attempt's ``start`` and
+``end`` only (read from the job table while attempts start in job order),
+and ``job`` and ``number`` once :meth:`AttemptLog.keep_jobs` is called (an
+autoscaler measuring waits or run times reads them as the run goes). The
+mechanisms use :meth:`~AttemptLog.begin`, :meth:`~AttemptLog.finish`,
+:meth:`~AttemptLog.mark` and :meth:`~AttemptLog.start_of`, which both logs have.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from qsim.records import attempts_frame, name_column
+from qsim.results.records import attempts_frame, name_column
 
 __all__ = ["AttemptLog", "OK", "FAILED", "TIMEOUT", "STALLED", "CUTOFF", "RESULT_NAMES"]
 
@@ -47,7 +55,15 @@ class AttemptLog:
         self.row_of: dict[int, int] = {}
 
     def __len__(self) -> int:
-        return len(self.job)
+        return len(self.start)
+
+    @property
+    def keeps_jobs(self) -> bool:
+        """Whether each attempt's ``job`` and ``number`` are kept (always, in this log)."""
+        return True
+
+    def keep_jobs(self) -> None:
+        """Keep each attempt's ``job`` and ``number`` (this log keeps every column; call it before the run)."""
 
     def begin(self, job: int, number: int, worker: int, start: float) -> int:
         """Log an attempt's start; returns its row."""
@@ -66,6 +82,20 @@ class AttemptLog:
         self.end[row] = end
         self.result[row] = result
 
+    def mark(self, row: int, result: int) -> None:
+        """Set the result of attempt ``row`` before it ends (a killed process's attempt: ``stalled``)."""
+        self.result[row] = result
+
+    def start_of(self, row: int) -> float:
+        """The logged start of attempt ``row``."""
+        return self.start[row]
+
+    def spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of every attempt as numpy arrays: views of the log (no copy: once the run is over)."""
+        if not len(self.start):
+            return np.zeros(0), np.zeros(0)
+        return np.frombuffer(self.start, dtype=np.float64), np.frombuffer(self.end, dtype=np.float64)
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(job, number, worker, start, end, result) as numpy arrays: views of the log (no copy; it
         cannot grow while they live, so once the run is over)."""
@@ -77,7 +107,7 @@ class AttemptLog:
                 np.frombuffer(self.end, dtype=np.float64), np.frombuffer(self.result, dtype=np.int8))
 
     def frame(self, worker_names: Sequence[str], ids: np.ndarray | None = None) -> pd.DataFrame:
-        """The ``attempts`` table of :mod:`qsim.records`, plain dtypes (as the jobs table's).
+        """The ``attempts`` table of :mod:`qsim.results.records`, plain dtypes (as the jobs table's).
 
         ``ids``: every job's id (the jobs table's ``job_id``: the attempts share its strings;
         default: built here).

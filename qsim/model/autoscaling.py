@@ -1,14 +1,19 @@
 """Autoscalers in a model run: the scenario's ``[[autoscalers]]`` polling their pools and acting on them.
 
 Each autoscaled pool gets a controller (:mod:`qsim.autoscale`, the same code
-the engine harness runs) that decides every ``poll`` seconds from ``0`` on,
-while the run lasts. At a poll the controller sees an
+the engine harness runs) that decides at its decision times
+(:func:`~qsim.autoscale.build.decision_times`: from ``0`` on, every ``poll``
+seconds, or for an HPA every ``sync`` seconds and, when KEDA scales it to
+zero, every ``poll`` seconds too) while the run lasts. At a poll the controller sees an
 :class:`~qsim.autoscale.observe.Observation` built from what a real one could
 read at that moment, never the run's future:
 
 - ``workers``: the pool's processes running or starting; ``ready``: running;
 - ``list_length``: jobs waiting in the pool's queues; ``oldest_age``: ``now``
-  minus the earliest enqueue among them;
+  minus the earliest enqueue among them; ``in_flight`` (only when the policy
+  reads it): those waiting plus the attempts on the pool's queues logged and
+  not ended by ``now`` (on any pool's slots, draining processes' too: what the
+  engine's active list holds);
 - over the last ``window`` seconds (measured only when the policy reads them,
   from the run's attempt log as it grows): the p95 of the waits (first
   attempt's start minus enqueue) of the jobs that started on the pool's
@@ -18,7 +23,7 @@ read at that moment, never the run's future:
 
 A decision above the current count creates processes at once; each takes
 work after its cold start, drawn from the pool's ``start_delay`` (the
-``"start_delay"`` stream, :class:`~qsim.workload.StartDelays`). A decision
+``"start_delay"`` stream, :class:`~qsim.spec.workload.StartDelays`). A decision
 below it stops processes (:meth:`~qsim.model.events.PoolEvents.stop`: those
 still starting first, then the newest running with a SIGTERM and the
 autoscaler's ``grace``, exactly as a ``sigterm`` event: jobs still running at
@@ -35,24 +40,27 @@ jobs, the workers over time).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
 from simpy.events import Event, Timeout
 
-from qsim.autoscale.build import controller, metric_window, needs_advice
+from qsim.autoscale.build import controller, decision_times, lagged_times, metric_lag, metric_stats, \
+    needs_advice
 from qsim.autoscale.hpa import Recommend
-from qsim.autoscale.observe import Observation, WindowStats
+from qsim.autoscale.observe import Observation
 from qsim.autoscale.tally import Tally
 from qsim.model.attempts import AttemptLog
 from qsim.model.context import PoolContext
 from qsim.model.dispatch import Pool
 from qsim.model.events import PoolEvents
 from qsim.model.queues import Queues
-from qsim.scenario import AutoscalerSpec, Scenario
-from qsim.workload import StartDelays
+from qsim.spec.scenario import AutoscalerSpec, Scenario
+from qsim.spec.workload import StartDelays
 
 __all__ = ["AutoscaledPools", "Autoscaling", "Recommenders", "ScaleContext", "extra_horizon"]
 
@@ -77,7 +85,8 @@ def extra_horizon(scenario: Scenario) -> float:
     extra = 0.0
     for a in scenario.autoscalers:
         p = a.params()
-        extra += (a.poll + a.grace + 50 * a.start_delay.mean + float(p.get("cooldown") or 0.0)
+        extra += (a.poll + float(p.get("sync") or 0.0) + a.grace + 50 * a.start_delay.mean
+                  + float(p.get("cooldown") or 0.0) + float(p.get("initial_cooldown") or 0.0)
                   + float(p.get("scale_down_stabilization") or 0.0) + float(p.get("down_delay") or 0.0) + 1.0)
     return extra
 
@@ -88,10 +97,13 @@ class _Scaler:
     def __init__(self, spec: AutoscalerSpec, pool: Pool, scenario: Scenario, seed: int,
                  recommend: Recommend | None, ctx: ScaleContext) -> None:
         self.spec, self.pool = spec, pool
-        self.control = controller(spec, pool.spec, recommend=recommend)
+        self.control = controller(spec, pool.spec, recommend=recommend, scenario=scenario)
+        self.times = decision_times(self.control, spec)
         self.needs = self.control.needs
         self.delays = StartDelays(spec, seed)
-        self.window = WindowStats(metric_window(spec))
+        self.window = metric_stats(spec)
+        self.lag = metric_lag(spec)
+        self.taken: deque[tuple[float, Observation]] = deque()  # with a lag: (decision time, its metrics)
         self.tally = Tally(workers=pool.spec.workers, end=scenario.duration, flap_window=spec.flap_window)
         self.lanes = frozenset(pool.queues)
         self.arrivals: np.ndarray | None = None
@@ -129,14 +141,34 @@ class Autoscaling:
                                  "recommendation: simulate(..., recommend={pool: LoadAdvisor(...)}) "
                                  "(qsim.advise.load), as qsim simulate and qsim autoscale do")
             self.scalers.append(_Scaler(spec, by_name[spec.pool], scenario, seed, rec, ctx))
-        self.read_log = any(s.needs & {"p95_wait", "service"} for s in self.scalers)
+        self.read_log = any(s.needs & {"p95_wait", "service", "in_flight"} for s in self.scalers)
+        if self.read_log:  # records off: the log keeps each attempt's job and number only for this
+            log.keep_jobs()
         self._row = 0  # the first attempt-log row not read yet
         self._open: list[int] = []  # rows read whose attempt had not ended then
+        self._running: dict[int, int] = {}  # lane -> attempts logged and not ended at the last read
 
     def start(self) -> None:
-        """Schedule every autoscaler's first poll, at 0."""
+        """Schedule every autoscaler's first poll, at 0 (and, with a ``metric_lag``, its metrics' readings)."""
         for scaler in self.scalers:
-            Timeout(self.ctx.env, 0.0, scaler).callbacks.append(self._poll)
+            if scaler.lag > 0:
+                self.ctx.env.process(self._take_metrics(scaler))
+            Timeout(self.ctx.env, next(scaler.times), scaler).callbacks.append(self._poll)
+
+    def _take_metrics(self, s: _Scaler) -> Generator[Event, None, None]:
+        """Take the metrics of each decision ``metric_lag`` seconds before it (at 0 for those sooner), on the
+        schedule the engine harness takes them (:func:`~qsim.autoscale.build.lagged_times`)."""
+        env = self.ctx.env
+        for when, decision in lagged_times(s.control, s.spec):
+            if decision is None:  # the decision itself: the poll's own event
+                continue
+            if when > env.now:
+                yield Timeout(env, when - env.now)
+            if self.ctx.done.triggered:
+                return
+            if self.read_log:
+                self._read_log(env.now)
+            s.taken.append((decision, self.observe(s, env.now, 0, 0)))
 
     # ------------------------------------------------------------------ the polls
 
@@ -150,7 +182,7 @@ class Autoscaling:
         before = len(starting) + len(running)
         if self.read_log:
             self._read_log(now)
-        after = s.control.decide(self.observe(s, now, before, len(running)))
+        after = s.control.decide(self._observation(s, now, before, len(running)))
         s.tally.polled(now, before, after)
         if after > before:
             self.events.launch(s.pool, s.delays.take(after - before), now, ready=self._ready_hook(s))
@@ -158,7 +190,7 @@ class Autoscaling:
             _, stopped = self.events.stop(s.pool, before - after, now, s.spec.grace)
             if stopped:
                 s.tally.readied(now, -stopped)
-        Timeout(ctx.env, s.spec.poll, s).callbacks.append(self._poll)
+        Timeout(ctx.env, max(0.0, next(s.times) - now), s).callbacks.append(self._poll)
 
     @staticmethod
     def _ready_hook(s: _Scaler) -> Callable[[int, float], None]:
@@ -171,6 +203,7 @@ class Autoscaling:
         rows = range(self._row, len(log))
         self._row = len(log)
         still: list[int] = []
+        running: dict[int, int] = {}
         for row in [*self._open, *rows]:
             lane = ctx.lane(log.job[row])
             new = row >= rows.start
@@ -183,7 +216,19 @@ class Autoscaling:
                     s.window.ended(log.end[row], log.end[row] - log.start[row])
             if math.isnan(log.end[row]) or log.end[row] > now:
                 still.append(row)
+                running[lane] = running.get(lane, 0) + 1
         self._open = still
+        self._running = running
+
+    def _observation(self, s: _Scaler, now: float, workers: int, ready: int) -> Observation:
+        """The decision's observation: the metrics now, or those taken ``metric_lag`` s ago with today's counts."""
+        if s.lag <= 0:
+            return self.observe(s, now, workers, ready)
+        while s.taken and s.taken[0][0] < now - 1e-9:
+            s.taken.popleft()
+        if not s.taken or s.taken[0][0] > now + 1e-9:  # not taken (cannot happen: taken first, at the latest now)
+            return self.observe(s, now, workers, ready)
+        return replace(s.taken.popleft()[1], now=now, workers=workers, ready=ready)
 
     def observe(self, s: _Scaler, now: float, workers: int, ready: int) -> Observation:
         """What the controller of ``s`` sees now (only the metrics it reads are measured)."""
@@ -193,6 +238,7 @@ class Autoscaling:
         if "oldest_age" in s.needs and length:
             enqueued = self.ctx.jobs.enqueued
             oldest = max(0.0, now - min(enqueued[job] for q in s.pool.queues for _, _, job in heaps[q]))
+        in_flight = length + sum(self._running.get(q, 0) for q in s.pool.queues) if "in_flight" in s.needs else 0
         rate = mean = cv = None
         if s.arrivals is not None:
             span = min(s.window.window, now)
@@ -204,7 +250,8 @@ class Autoscaling:
             if measured is not None:
                 mean, cv = measured
         p95 = s.window.p95_wait(now) if "p95_wait" in s.needs else None
-        return Observation(now=now, workers=workers, ready=ready, list_length=length, oldest_age=oldest,
+        return Observation(now=now, workers=workers, ready=ready, list_length=length, in_flight=in_flight,
+                           oldest_age=oldest,
                            p95_wait=p95, arrival_rate=rate, mean_service=mean, service_cv=cv)
 
     # ------------------------------------------------------------------ results

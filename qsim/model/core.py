@@ -60,8 +60,8 @@ from qsim.model.schedule import Alarm
 from qsim.model.state import JobTable
 from qsim.model.timeseries import ChangeLog
 from qsim.model.timing import Timing
-from qsim.scenario import Scenario
-from qsim.workload import JobDraws
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import JobDraws
 
 __all__ = ["ModelCore", "Recorder", "Progress"]
 

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from heapq import heappop
 
 from qsim.model.queues import Queues
-from qsim.scenario import PoolSpec
+from qsim.spec.scenario import PoolSpec
 
 __all__ = ["Pool", "Dispatcher", "make_picker"]
 

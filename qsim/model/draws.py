@@ -1,6 +1,6 @@
 """Which of the workload's attempt draws each job of a run plays (runs with retries, children).
 
-The draws themselves are the workload's (:mod:`qsim.workload`: every
+The draws themselves are the workload's (:mod:`qsim.spec.workload`: every
 attempt's service time and failure flag, the children each job plans), the
 very ones the engine harness runs. Job numbers are the run's: the drawn
 arrivals first, then children in the order the run adds them; this index
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qsim.workload import Attempts, Workload
+from qsim.spec.workload import Attempts, Workload
 
 __all__ = ["DrawIndex"]
 

@@ -84,7 +84,7 @@ from qsim.model.context import PoolContext
 from qsim.model.dispatch import Pool
 from qsim.model.schedule import exact_delay
 from qsim.model.state import DEAD
-from qsim.scenario import EventSpec, Scenario
+from qsim.spec.scenario import EventSpec, Scenario
 
 __all__ = ["PoolEvents", "DRAIN_COLUMNS"]
 
@@ -206,9 +206,9 @@ class PoolEvents:
             if job < 0:
                 continue
             row = self.row_of[s]
-            self.log.result[row] = STALLED  # it ends when the stalled check finds it (as the engine logs it)
+            self.log.mark(row, STALLED)  # it ends when the stalled check finds it (as the engine logs it)
             # its lock (and place under the gates) stays until it expires and a check finds it
-            expiry = max(self.log.start[row], renewed) + self.lock
+            expiry = max(self.log.start_of(row), renewed) + self.lock
             self.stalled.append((expiry, job, ctx.lane(job), row))
 
     def _terminate(self, pool: Pool, w: int, now: float, grace: float) -> None:
@@ -251,7 +251,7 @@ class PoolEvents:
         self.drains[row]["jobs_cut_off"] = len(busy)
         handed: list[int] = []
         reopened: list[int] = []
-        for s in sorted(busy, key=lambda s: (self.log.start[self.row_of[s]], s)):  # the order they started
+        for s in sorted(busy, key=lambda s: (self.log.start_of(self.row_of[s]), s)):  # the order they started
             job = ctx.cancel(s)
             self.log.finish(self.row_of[s], now, CUTOFF)
             q = ctx.lane(job)

@@ -17,7 +17,7 @@ adds ``count`` children of type ``job``, enqueued at that instant in one
 batch, each with its own retries. A flow type does no fan-out (as in the
 harness). The records' ``parent`` column names each child's parent.
 
-Children's draws come from the workload (:mod:`qsim.workload`, planned when
+Children's draws come from the workload (:mod:`qsim.spec.workload`, planned when
 the parent arrives; :mod:`qsim.model.draws` maps them to the children). One
 level: children of children are refused by
 :func:`qsim.model.support.check_supported`, as by the engine harness.
@@ -28,7 +28,7 @@ from __future__ import annotations
 from qsim.model.context import FlowContext
 from qsim.model.draws import DrawIndex
 from qsim.model.state import COMPLETED, DEAD
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["Flows"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["Lanes", "key_text"]
 

@@ -8,9 +8,13 @@
   attempt in an :class:`~qsim.model.attempts.AttemptLog` (an attempt's
   ``start`` is when its handler starts, ``fetch_overhead`` after its slot took
   the job); the mechanisms finish each row with its result (the log is made
-  before the core and shared with them: :mod:`~qsim.model.run`).
+  before the core and shared with them: :mod:`~qsim.model.run`). In a full
+  run where no attempt can fail (no retry, timeout or flow: no
+  :class:`~qsim.model.hooks.AttemptResult`), :meth:`AttemptRecords.completed`
+  finishes the row itself (``ok``), as :class:`~qsim.model.retries.Retries` would.
 
-The record-less strategy is :class:`~qsim.model.recordless.StreamRecords`.
+The record-less strategies are :class:`~qsim.model.recordless.StreamRecords`
+(core runs) and :class:`~qsim.model.spans.SpanRecords` (full runs).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from qsim.model.attempts import AttemptLog
+from qsim.model.attempts import OK, AttemptLog
 from qsim.model.core import ModelCore
 from qsim.model.state import COMPLETED
 from qsim.model.timeseries import Changes
@@ -97,6 +101,16 @@ class AttemptRecords(JobRecords):
         self.fetch = float(fetch_overhead)
         self.log = log
         self.row_of = log.row_of
+        self._end, self._result = log.end, log.result
+
+    def completed(self, job: int, slot: int, now: float) -> None:
+        """The attempt on ``slot`` ended at ``now`` and ``job`` completed (a run with no AttemptResult):
+        its row ends ``ok`` (its end is not before its start: no move back, see AttemptLog.finish)."""
+        row = self.row_of[slot]
+        self._end[row] = now
+        self._result[row] = OK
+        self._finished[job] = now
+        self._outcome[job] = COMPLETED
 
     def started(self, job: int, q: int, slot: int, now: float) -> None:
         """An attempt started; its handler starts ``fetch_overhead`` later (its logged start)."""

@@ -7,16 +7,16 @@ once). It writes no per-job record; instead it
 
 - appends each measured job's wait (at its start) and latency (at its end) to
   a small buffer per job type, folded every :data:`FLUSH` settled jobs into a
-  :class:`~qsim.summary.StreamStat` (log-spaced histogram bins, exact count,
+  :class:`~qsim.results.summary.StreamStat` (log-spaced histogram bins, exact count,
   mean and max), so the buffers stay bounded;
 - counts completions per type and adds up busy slot-seconds (each slot keeps
   the start of its running attempt);
-- tracks each queue's ``max_depth`` as :func:`~qsim.summary.summarize` defines
+- tracks each queue's ``max_depth`` as :func:`~qsim.results.summary.summarize` defines
   it: the depth after each instant at which the queue grew (a pop at the same
   instant updates it), from ``warmup`` on, plus the depth at ``warmup``; the
   running maxima keep their time so that those after the last completion can
   be dropped at the end;
-- gathers the Summary's ``windows`` (:mod:`qsim.windows`) in a
+- gathers the Summary's ``windows`` (:mod:`qsim.results.windows`) in a
   :class:`~qsim.model.windowstream.WindowSeries`: an urgent alarm at each
   window edge reads the busy slot-seconds, completions and total depth so far
   and the oldest waiting job (the head of each waiting line: lines are FIFO
@@ -56,8 +56,8 @@ from qsim.model.core import ModelCore
 from qsim.model.lanes import Lanes
 from qsim.model.schedule import Alarm
 from qsim.model.windowstream import WindowSeries
-from qsim.summary import StreamCounts, Summary, summarize_streams
-from qsim.windows import window_count
+from qsim.results.summary import StreamCounts, Summary, summarize_streams
+from qsim.results.windows import window_count
 
 __all__ = ["StreamRecords", "FLUSH"]
 
@@ -280,7 +280,7 @@ class StreamRecords:
             windows=self._windows(end, busy, times))
 
     def _windows(self, end: float, busy: float, times: np.ndarray) -> list:  # type: ignore[type-arg]
-        """The run's windows, the open one closed at ``end`` (see :mod:`qsim.windows`)."""
+        """The run's windows, the open one closed at ``end`` (see :mod:`qsim.results.windows`)."""
         w = self.windows
         n = window_count(self._warmup, end, w.length)
         if n == 0:

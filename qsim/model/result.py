@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qsim.display import summary_html, summary_line
 from qsim.errors import QsimError
-from qsim.records import Records, attempts_frame, copy_on_write, name_column
-from qsim.scenario import Scenario
-from qsim.summary import Summary
+from qsim.results.display import summary_html, summary_line
+from qsim.results.records import Records, attempts_frame, copy_on_write, name_column
+from qsim.results.summary import Summary
+from qsim.spec.scenario import Scenario
 
 __all__ = ["ModelResult", "LazyFrames", "core_attempts", "RecordsNotKept"]
 

@@ -1,7 +1,7 @@
 """Retries, backoff, timeouts and the dead-letter queue: how an attempt ended.
 
 :class:`Retries` is the run's ``attempt_result`` (see :mod:`qsim.model.hooks`).
-When an attempt ends it decides, from the job's draws (:mod:`qsim.workload`),
+When an attempt ends it decides, from the job's draws (:mod:`qsim.spec.workload`),
 what happened:
 
 - it ran longer than its type's ``timeout`` (> 0): the attempt was stopped
@@ -28,8 +28,8 @@ from qsim.model.attempts import FAILED, OK, TIMEOUT, AttemptLog
 from qsim.model.context import RetryContext
 from qsim.model.draws import DrawIndex
 from qsim.model.state import COMPLETED, DEAD
-from qsim.scenario import BackoffSpec, Scenario
-from qsim.workload import stream
+from qsim.spec.scenario import BackoffSpec, Scenario
+from qsim.spec.workload import stream
 
 __all__ = ["backoff_delay", "Retries"]
 
@@ -37,7 +37,7 @@ __all__ = ["backoff_delay", "Retries"]
 def backoff_delay(spec: BackoffSpec, failed: int, u: float) -> float:
     """Seconds before the retry after the ``failed``-th failed attempt (1-based).
 
-    The engine's rule, computed by the same function (:mod:`qsim.backoff`, via
+    The engine's rule, computed by the same function (:mod:`qsim.spec.backoff`, via
     :meth:`BackoffSpec.delay_ms`, which gives the engine's Backoff the harness
     makes): ``fixed``: ``delay``; ``exponential``: ``delay * 2**(failed - 1)``
     capped at ``max``; with ``jitter`` the delay is multiplied by

@@ -1,7 +1,7 @@
 """One model run: the core, a recorder and the mechanisms wired together, and :func:`simulate`.
 
 ``Scenario -> Workload -> Model -> Records -> Summary``: :func:`simulate`
-draws the scenario's :class:`~qsim.workload.Workload` (the very jobs,
+draws the scenario's :class:`~qsim.spec.workload.Workload` (the very jobs,
 attempts and failures the engine harness runs with the same seed) and plays
 it on a :class:`~qsim.model.core.ModelCore`.
 
@@ -19,12 +19,17 @@ mechanism plugged in, and its recorder is :class:`~qsim.model.recorders.JobRecor
 :class:`~qsim.model.recordless.StreamRecords` (statistics only). Any other
 mechanism (:func:`needs_full`) makes a *full* run: every attempt is logged
 (:class:`~qsim.model.recorders.AttemptRecords`), every requeue too (for the
-time series), and the core is built with the mechanisms (:func:`_core`;
+time series); with ``records=False``, :class:`~qsim.model.spans.SpanRecords`
+logs each attempt's span only and computes the exact Summary from column
+views. The core is built with the mechanisms (:func:`_core`;
 what the core calls of each: :mod:`~qsim.model.hooks`):
 
 - :mod:`~qsim.model.retries` — ``attempt_result``: ok, failed, timeout
   (an attempt holds its slot ``min(service, timeout)``), backoff, the DLQ,
   from the workload's draws (:mod:`~qsim.model.draws` maps jobs to them);
+  a run where no attempt can fail (no ``fail_prob``, ``poison_prob``,
+  ``timeout`` or flow: e.g. an autoscaled day) has none, and its attempts
+  complete in the core as a core run's do (the recorder ends each row ``ok``);
 - :mod:`~qsim.model.limits` — the sliding-window rate limit (a gate with a
   timer); :mod:`~qsim.model.dispatch` — priority aging (the core's heap keys);
 - :mod:`~qsim.model.events` — ``events``: sigkill (stalled recovery), sigterm
@@ -38,7 +43,7 @@ what the core calls of each: :mod:`~qsim.model.hooks`):
   handler returned (or failed, or timed out): the slot is held meanwhile, and
   the attempt's end (and the job's ``finished``) is that later time. With
   ``overhead_by_load`` both are read from the table at the scenario's offered
-  utilization (:func:`qsim.load_overhead.engine_overhead`; :attr:`Model.overhead` says which);
+  utilization (:func:`qsim.spec.offered_load.engine_overhead`; :attr:`Model.overhead` says which);
 - ``pickup_latency``: every drawn arrival becomes takeable that long after its
   enqueue, holding no slot: the core is fed the arrivals that much later and
   the job table gets the drawn enqueue times back before the records are read
@@ -64,25 +69,26 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from qsim.load_overhead import AppliedOverhead, engine_overhead
 from qsim.model.attempts import AttemptLog
 from qsim.model.autoscaling import AutoscaledPools, Recommenders, extra_horizon
 from qsim.model.core import ModelCore, Progress
 from qsim.model.draws import DrawIndex
 from qsim.model.events import PoolEvents
 from qsim.model.flows import Flows
-from qsim.model.recordless import StreamRecords
 from qsim.model.recorders import AttemptRecords, JobRecords
+from qsim.model.recordless import StreamRecords
 from qsim.model.result import LazyFrames, ModelResult, core_attempts
 from qsim.model.retries import Retries, backoff_delay
+from qsim.model.spans import SpanLog, SpanRecords
 from qsim.model.support import check_supported
 from qsim.model.timeseries import Changes, timeseries_frame
 from qsim.model.timing import Timing
-from qsim.records import Records
-from qsim.scenario import Scenario
+from qsim.results.records import Records
+from qsim.results.summary import Summary, summarize
 from qsim.scenarios import load
-from qsim.summary import summarize
-from qsim.workload import JobDraws, JobPlan, Workload, draw_workload
+from qsim.spec.offered_load import AppliedOverhead, engine_overhead
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import JobDraws, JobPlan, Workload, draw_workload
 
 __all__ = ["simulate", "ModelResult", "Model", "needs_full"]
 
@@ -102,9 +108,10 @@ def simulate(scenario: Scenario | str | os.PathLike[str], *, seed: int | None = 
             ``result.records`` is None and ``result.jobs`` and ``result.timeseries`` raise
             :class:`~qsim.model.result.RecordsNotKept`. A core run streams its statistics
             (:mod:`qsim.model.recordless`: p50/p95/p99 within
-            :data:`~qsim.summary.STREAM_REL_ERROR`, about 0.6%, of the exact ones; every
+            :data:`~qsim.results.summary.STREAM_REL_ERROR`, about 0.6%, of the exact ones; every
             other figure exact); a run with any other mechanism computes the exact Summary
-            from its records and drops them.
+            from the job columns and each attempt's start and end (:mod:`qsim.model.spans`:
+            no job ids, frames or per-attempt job, worker and result).
         recommend: per autoscaled pool whose policy scales on ``qsim advise``'s
             recommendation (``qsim``), the function making it
             (:class:`qsim.advise.load.LoadAdvisor`; ``qsim simulate`` and ``qsim.simulate`` pass it).
@@ -135,7 +142,7 @@ def needs_full(scenario: Scenario) -> bool:
 class Model:
     """One run of a scenario over drawn jobs (see the module docstring).
 
-    ``Model(workload)`` plays a drawn :class:`~qsim.workload.Workload` (what
+    ``Model(workload)`` plays a drawn :class:`~qsim.spec.workload.Workload` (what
     :func:`simulate` does); tests and notebooks may build the arrivals by hand
     (arrival times, type indexes, first service times) and run them::
 
@@ -207,26 +214,37 @@ class Model:
             enq[:core.drawn] -= self.pickup
         if isinstance(rec, StreamRecords):
             return ModelResult(scenario=s, seed=self.seed, records=None, summary=rec.summary())
+        slots: tuple[tuple[float, int], ...] = ((0.0, core.n_slots),)
+        workers: dict[str, tuple[tuple[float, int], ...]] = {p.name: ((0.0, p.workers),) for p in s.pools}
+        if isinstance(rec, AttemptRecords) and core.events is not None:
+            slots = tuple(core.events.slot_steps)
+            workers = {name: tuple(steps) for name, steps in core.events.pool_steps.items()}
+        if isinstance(rec, SpanRecords):  # records off, a full run: the exact Summary from column views
+            records = rec.records(type_names=core.type_names, queue_names=core.queue_names, slots=slots,
+                                  workers=workers)
+            return ModelResult(scenario=s, seed=self.seed, records=None, summary=self._summary(records))
         jobs = core.jobs.frame(type_names=core.type_names, queue_names=core.queue_names,
                                worker_names=core.worker_names)
         extra: dict[str, Callable[[], pd.DataFrame]] = {
             "timeseries": lambda: timeseries_frame(core.queue_names, self.timeseries_changes())}
-        slots: tuple[tuple[float, int], ...] = ((0.0, core.n_slots),)
-        workers: dict[str, tuple[tuple[float, int], ...]] = {p.name: ((0.0, p.workers),) for p in s.pools}
         if isinstance(rec, AttemptRecords):
             attempts = rec.log.frame(core.worker_names, jobs["job_id"].to_numpy())
             if core.events is not None:
-                slots = tuple(core.events.slot_steps)
-                workers = {name: tuple(steps) for name, steps in core.events.pool_steps.items()}
                 extra["drains"] = core.events.frame
         else:  # one attempt per job: the job table says it all
             attempts = core_attempts(jobs)
         records = Records(jobs=jobs, attempts=attempts, slots=slots, extra=LazyFrames(extra), workers=workers)
+        summary = self._summary(records)
+        return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
+
+    def _summary(self, records: Records) -> Summary:
+        """The Summary of ``records`` (this run's), with the autoscalers' section when there are any."""
+        s, core = self.scenario, self.core
         summary = summarize(records, scenario=s.name, source="model", seed=self.seed, warmup=s.warmup,
                             window=s.window_length)
         if isinstance(core.events, AutoscaledPools):
             summary["autoscaling"] = core.events.section()
-        return ModelResult(scenario=s, seed=self.seed, records=records if self.keep_records else None, summary=summary)
+        return summary
 
 
 def _workload(scenario: Scenario | Workload, draws: JobDraws | None, seed: int | None) -> Workload:
@@ -248,13 +266,16 @@ def _core(workload: Workload, records: bool, arrivals: JobDraws, overhead: Appli
     if not needs_full(s):  # a core run: records on, or streamed statistics (records=False)
         return ModelCore(s, arrivals, recorder=JobRecords if records else partial(StreamRecords, seed=seed),
                          records=records)
-    draws, log = DrawIndex(workload), AttemptLog()  # each job's draws; the attempt log the mechanisms share
+    log = AttemptLog() if records else SpanLog()  # the attempt log the mechanisms share
     flows = any(j.flow is not None or j.fan_out is not None for j in s.jobs)
+    fails = any(j.fail_prob > 0 or j.poison_prob > 0 or j.timeout > 0 for j in s.jobs)
+    draws = DrawIndex(workload) if fails or flows else None  # each job's draws (every attempt succeeds: unread)
     return ModelCore(
         s, arrivals, timing=Timing.of(s, overhead.fetch, overhead.ack),
-        recorder=partial(AttemptRecords, log=log, fetch_overhead=overhead.fetch),
-        attempt_result=partial(Retries, draws=draws, log=log, scenario=s, seed=seed),
-        flows=partial(Flows, draws=draws, scenario=s) if flows else None,
+        recorder=(partial(AttemptRecords, log=log, fetch_overhead=overhead.fetch) if not isinstance(log, SpanLog)
+                  else partial(SpanRecords, log=log, fetch_overhead=overhead.fetch)),
+        attempt_result=partial(Retries, draws=draws, log=log, scenario=s, seed=seed) if draws is not None else None,
+        flows=partial(Flows, draws=draws, scenario=s) if flows and draws is not None else None,
         events=(partial(AutoscaledPools, log=log, scenario=s, seed=seed, recommend=recommend) if s.autoscalers
                 else partial(PoolEvents, log=log, scenario=s) if s.events else None))
 

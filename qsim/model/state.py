@@ -2,7 +2,7 @@
 
 Every mechanism reads and writes jobs through this table (no Python object
 per job), and :meth:`JobTable.frame` turns it into the ``jobs`` table of
-:mod:`qsim.records` at the end. Job numbers are positions: ``0 .. n-1`` for the
+:mod:`qsim.results.records` at the end. Job numbers are positions: ``0 .. n-1`` for the
 drawn arrivals in arrival order; :meth:`JobTable.add` appends more (children
 of fan-out and flows).
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from qsim.records import jobs_frame, name_column
+from qsim.results.records import jobs_frame, name_column
 
 Column = Sequence[int] | Sequence[float] | np.ndarray
 
@@ -74,8 +74,8 @@ class JobTable:
 
     def frame(self, *, type_names: Sequence[str], queue_names: Sequence[str],
               worker_names: Sequence[str]) -> pd.DataFrame:
-        """The jobs table of :mod:`qsim.records` (job ids are ``"j<number>"``): plain dtypes, the name
-        columns sharing one ``str`` per name (:func:`~qsim.records.name_column`).
+        """The jobs table of :mod:`qsim.results.records` (job ids are ``"j<number>"``): plain dtypes, the name
+        columns sharing one ``str`` per name (:func:`~qsim.results.records.name_column`).
 
         The time columns are views of this table's arrays (no copy): call it once the run is over.
         """

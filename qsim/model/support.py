@@ -8,7 +8,7 @@ overhead); only nested children are refused.
 from __future__ import annotations
 
 from qsim.errors import NotSupportedError
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["check_supported", "scenario_label"]
 

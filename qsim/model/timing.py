@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["Timing"]
 
@@ -36,7 +36,7 @@ class Timing:
         """The scenario's timing, or None when every attempt holds its slot for its service time.
 
         ``fetch``/``ack``: the overheads to apply (default: the scalars of ``[engine]``; the model passes
-        those of :func:`qsim.load_overhead.engine_overhead`, which reads ``overhead_by_load`` at its load).
+        those of :func:`qsim.spec.offered_load.engine_overhead`, which reads ``overhead_by_load`` at its load).
         """
         eng = scenario.engine
         fetch = float(eng.fetch_overhead if fetch is None else fetch)

@@ -3,15 +3,15 @@
 :class:`~qsim.model.recordless.StreamRecords` runs a window *edge* at each
 window boundary ``warmup + k * length`` (an urgent alarm: before anything
 else that happens at that instant, so an event at the boundary belongs to the
-window it opens, as in :func:`qsim.windows.windows_of`) and feeds a
+window it opens, as in :func:`qsim.results.windows.windows_of`) and feeds a
 :class:`WindowSeries` what it knows then: busy slot-seconds and completions
 so far, the queue depth, the oldest waiting job. Between edges it hands over
 the waits of the jobs that start (in the buffers it folds anyway) and the
 depth after each instant a queue grew. What is kept per closed window is a
 handful of numbers; the open window keeps its waits (exact quantiles, the
 same arithmetic as the records' windows) up to :data:`EXACT_WAITS` values,
-then folds them into a :class:`~qsim.summary.StreamStat` (quantiles within
-:data:`~qsim.summary.STREAM_REL_ERROR`).
+then folds them into a :class:`~qsim.results.summary.StreamStat` (quantiles within
+:data:`~qsim.results.summary.STREAM_REL_ERROR`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from qsim.summary import StreamStat
-from qsim.windows import Window, build_windows, mean_steps, sorted_quantile, window_count
+from qsim.results.summary import StreamStat
+from qsim.results.windows import Window, build_windows, mean_steps, sorted_quantile, window_count
 
 __all__ = ["WindowSeries", "EXACT_WAITS"]
 
@@ -42,16 +42,18 @@ class WindowSeries:
         self._depth: list[int] = []  # per closed window
         self._p50: list[float] = []
         self._p95: list[float] = []
+        self._mean: list[float] = []
         self._oldest: list[float] = []
         self._open_window(0)
 
     def edge(self, k: int) -> float:
-        """The start of window ``k`` (the same arithmetic as :func:`qsim.windows.window_edges`)."""
+        """The start of window ``k`` (the same arithmetic as :func:`qsim.results.windows.window_edges`)."""
         return self.warmup + k * self.length
 
     def _open_window(self, depth: int) -> None:
         self._waits: list[np.ndarray] = []
         self._count = 0
+        self._sum, self._n = 0.0, 0  # every wait of the open window, for its mean
         self._stat: StreamStat | None = None
         self._longest = -math.inf
         self._max_depth = depth
@@ -66,6 +68,8 @@ class WindowSeries:
         self._longest = max(self._longest, float(x.max()))
         self._waits.append(x)
         self._count += x.size
+        self._sum += float(x.sum())
+        self._n += x.size
         if self._count > EXACT_WAITS:  # too many to keep: into a histogram
             if self._stat is None:
                 self._stat = StreamStat()
@@ -115,6 +119,7 @@ class WindowSeries:
             p50, p95 = sorted_quantile(w, 0.50), sorted_quantile(w, 0.95)
         self._p50.append(p50)
         self._p95.append(p95)
+        self._mean.append(self._sum / self._n if self._n else math.nan)
         self._oldest.append(max(self._longest, oldest_age, 0.0))
         self._depth.append(self._max_depth)
 
@@ -122,7 +127,7 @@ class WindowSeries:
 
     def finish(self, *, end: float, busy: float, done: int, oldest_age: float, arrivals: np.ndarray,
                workers: Mapping[str, Sequence[tuple[float, float]]]) -> list[Window]:
-        """The windows of ``[warmup, end]`` (see :func:`qsim.windows.windows_of`).
+        """The windows of ``[warmup, end]`` (see :func:`qsim.results.windows.windows_of`).
 
         Args:
             end: the last completion; ``busy``, ``done``, ``oldest_age``: as for :meth:`close`, at ``end``.
@@ -141,4 +146,5 @@ class WindowSeries:
         done_at = np.asarray(self._done[:n + 1], dtype=np.int64)
         return build_windows(edges, arrivals[:n], np.diff(done_at) / self.length, np.diff(upto) / self.length,
                              np.asarray(self._depth[:n]), np.asarray(self._p50[:n]), np.asarray(self._p95[:n]),
-                             np.asarray(self._oldest[:n]), {name: mean_steps(s, edges) for name, s in workers.items()})
+                             np.asarray(self._mean[:n]), np.asarray(self._oldest[:n]),
+                             {name: mean_steps(s, edges) for name, s in workers.items()})

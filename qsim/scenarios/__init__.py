@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from qsim.errors import ScenarioError
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 __all__ = ["BUILTIN", "STANDARD", "builtin", "load", "describe"]
 

@@ -8,9 +8,16 @@ comment does not show on the site::
     <!-- test: skip needs a staging Redis -->     parsed and checked, not run (say why)
     <!-- test: long -->                           run only with --long (the page's run is marked long)
     <!-- test: exit=2 -->                         a command block expected to exit with this code
-    <!-- test: output -->                         a text block: what the block before it prints (checked
-                                                  whenever that block runs; see ``output_mismatch``)
-    <!-- test: output any-numbers -->             the same, numbers free (an engine run's figures vary)
+    <!-- test: output -->                         a text block: what the block before it prints, stdout and
+                                                  stderr (checked whenever that block runs, line for line: see
+                                                  ``output_mismatch``)
+    <!-- test: output rel=0.25 abs=0.01 -->       the same, each number within 25% or 0.01 of the one shown
+                                                  (figures of a run on the real engine, or timed)
+    <!-- test: output ... -->                     a line ``...`` in the block stands for printed lines left out
+    <!-- test: invalid -->                        a TOML scenario shown for the error it gives (loading it must fail)
+    <!-- test: not-output a formula -->           a text block that is not what a command prints (say what it is)
+    <!-- test: unchecked-output WHY -->           printed output that no command of the test run produces yet (say
+                                                  why): listed as a skip of ``test_every_shown_output_is_checked``
 
 Every block is at least parsed: TOML, YAML and JSON are loaded, a TOML block that looks like a
 scenario is validated as one, Python is compiled, the ``qsim`` and ``locust`` command lines are
@@ -26,7 +33,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Block", "blocks", "LANGUAGES", "commands", "output_mismatch"]
+__all__ = ["Block", "blocks", "LANGUAGES", "PROGRESS", "commands", "joined_lines", "output_mismatch"]
 
 #: The languages a block may have; anything else fails the test (so nothing is silently left unchecked).
 LANGUAGES = ("python", "sh", "bash", "toml", "yaml", "json", "text")
@@ -76,9 +83,29 @@ class Block:
         return self.marker.split(" ", 1)[0] == "output"
 
     @property
-    def any_numbers(self) -> bool:
-        """An output block whose numbers may differ from run to run (only its words and shape are checked)."""
-        return self.output and "any-numbers" in self.marker.split()[1:]
+    def tolerance(self) -> tuple[float, float]:
+        """``(rel, abs)`` of an output block: how far each printed number may be from the one shown."""
+        words = dict(w.split("=", 1) for w in self.marker.split()[1:] if "=" in w)
+        return float(words.get("rel", 0)), float(words.get("abs", 0))
+
+    @property
+    def not_output(self) -> str | None:
+        """What a text block that is not printed output is (``<!-- test: not-output a formula -->``), or None."""
+        if self.marker.split(" ", 1)[0] == "not-output":
+            return self.marker[len("not-output"):].strip()
+        return None
+
+    @property
+    def unchecked(self) -> str | None:
+        """Why an output a page shows is not checked (``<!-- test: unchecked-output WHY -->``), or None."""
+        if self.marker.split(" ", 1)[0] == "unchecked-output":
+            return self.marker[len("unchecked-output"):].strip()
+        return None
+
+    @property
+    def elides(self) -> bool:
+        """An output block whose ``...`` lines stand for printed lines left out."""
+        return self.output and "..." in self.marker.split()[1:]
 
     @property
     def runnable(self) -> bool:
@@ -122,15 +149,19 @@ def blocks(path: Path) -> list[Block]:
     return out
 
 
+def joined_lines(code: str) -> list[str]:
+    """The lines of shell ``code`` with backslash continuations joined, as the shell reads them."""
+    return re.sub(r"\\\n\s*", " ", code).splitlines()
+
+
 def commands(block: Block) -> list[list[str]]:
     """The command lines of a shell block (continuations joined, comments dropped), or the ``$ ...`` lines of
     an output block, each split like a shell would."""
     text = block.code
     if block.lang == "text":
         text = "\n".join(line[2:] for line in text.splitlines() if line.startswith("$ "))
-    text = re.sub(r"\\\n\s*", " ", text)
     out = []
-    for line in text.splitlines():
+    for line in joined_lines(text):
         try:
             words = shlex.split(line, comments=True)
         except ValueError:
@@ -157,33 +188,66 @@ def commands(block: Block) -> list[list[str]]:
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+#: qsim's progress bar: on a terminal one line redrawn in place, elsewhere a line every 10% of a run that lasts
+#: over 2 s (on stderr); not part of what a page shows.
+PROGRESS = re.compile(r"^\S.*: \d+% after \d+\.\d+s$")
 
 
-def _normal(line: str, any_numbers: bool) -> str:
-    line = " ".join(line.split())  # tables re-align when a figure's width changes
-    return _NUMBER.sub("#", line) if any_numbers else line
+def _split(line: str) -> tuple[list[str], list[float]]:
+    """A line's words (runs of spaces count as one: a table re-aligns when a figure's width changes) and its
+    numbers."""
+    line = " ".join(line.split())
+    numbers = [float(m) for m in _NUMBER.findall(line)]
+    return _NUMBER.split(line), numbers
 
 
-def _pattern(line: str, any_numbers: bool) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in _normal(line, any_numbers).split("...")))
+def _line_mismatch(want: str, got: str, rel: float, abs_: float) -> str | None:
+    if " ".join(want.split()) == " ".join(got.split()):
+        return None
+    want_words, want_numbers = _split(want)
+    got_words, got_numbers = _split(got)
+    if not (rel or abs_) or want_words != got_words:
+        return "differs"
+    for shown, printed in zip(want_numbers, got_numbers, strict=True):
+        if abs(printed - shown) > max(abs_, rel * abs(shown)):
+            return f"{printed:g} is not within {_tolerance(rel, abs_)} of {shown:g}"
+    return None
 
 
-def output_mismatch(expected: str, actual: str, *, any_numbers: bool = False) -> str | None:
+def _tolerance(rel: float, abs_: float) -> str:
+    return " or ".join(t for t in (f"{rel:.0%}" if rel else "", f"{abs_:g}" if abs_ else "") if t)
+
+
+def output_mismatch(expected: str, actual: str, *, rel: float = 0.0, abs: float = 0.0,  # noqa: A002
+                    elides: bool = False) -> str | None:
     """Why ``actual`` (what a block printed) does not show ``expected`` (an output block); None when it does.
 
-    The page may abridge: its lines must appear in the output in the same order, not necessarily one after
-    the other, and ``...`` stands for any text (a line of its own: for lines left out). Runs of spaces count
-    as one, so a table whose columns re-align still matches; ``any_numbers`` lets every number differ.
+    Line for line: every printed line is on the page, in order, and every line of the page was printed (blank
+    lines and qsim's progress bar aside). Runs of spaces count as one, so a table whose columns re-align still
+    matches. With ``rel``/``abs`` each number may differ from the one shown by up to ``rel`` of it or ``abs``
+    (whichever is more); the words around the numbers may not. With ``elides`` a line ``...`` stands for one
+    or more printed lines left out; without it ``...`` is text like any other. A page must show something: a
+    block of only ``...`` never matches.
     """
-    lines = [line for line in actual.splitlines() if line.strip()]
-    seen = 0
-    for want in expected.splitlines():
-        if not want.strip() or want.strip() == "...":
-            continue
-        pattern = _pattern(want, any_numbers)
-        while seen < len(lines) and not pattern.fullmatch(_normal(lines[seen], any_numbers)):
-            seen += 1
-        if seen == len(lines):
-            return f"the line\n    {want.strip()}\nis not in the output (after the lines matched before it)"
-        seen += 1
-    return None
+    want = [line for line in expected.splitlines() if line.strip()]
+    got = [line for line in actual.splitlines() if line.strip() and not PROGRESS.match(line.strip())]
+    if not [line for line in want if line.strip() != "..."]:
+        return "the block shows nothing but `...`"
+
+    def match(i: int, j: int) -> str | None:  # want[i:] against got[j:]
+        while i < len(want):
+            if elides and want[i].strip() == "...":
+                for k in range(j + 1, len(got) + 1):  # at least one line left out
+                    if match(i + 1, k) is None:
+                        return None
+                return f"nothing printed after line {j} matches what follows the `...` at shown line {i + 1}"
+            if j == len(got):
+                return f"the line\n    {want[i].strip()}\nwas not printed (the output ended before it)"
+            if (why := _line_mismatch(want[i], got[j], rel, abs)) is not None:
+                return f"the line\n    {want[i].strip()}\nis printed as\n    {got[j].strip()}\n({why})"
+            i, j = i + 1, j + 1
+        if j < len(got):
+            return f"the printed line\n    {got[j].strip()}\nand {len(got) - j - 1} after it are not on the page"
+        return None
+
+    return match(0, 0)

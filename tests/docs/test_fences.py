@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fences import output_mismatch
+from pathlib import Path
+
+from fences import blocks, output_mismatch
 
 PRINTED = """\
 quantity                      model     engine   ratio  tolerance       verdict
@@ -21,11 +23,30 @@ def test_the_same_output_matches_whatever_the_spacing() -> None:
     assert output_mismatch(shown, PRINTED) is None
 
 
-def test_a_page_may_leave_lines_out_and_abridge_with_an_ellipsis() -> None:
-    # Given a page that shows the first row, an ellipsis for the rest, and the verdict line
-    shown = "wait.p50  0.001222 ...  pass\n...\ncheck passed: 3 of 3 quantities within tolerance\n"
-    # Then it matches
-    assert output_mismatch(shown, PRINTED) is None
+def test_a_dropped_row_fails() -> None:
+    # Given a page that leaves out one printed row, or the last line, or adds one
+    without_row = PRINTED.replace(PRINTED.splitlines()[2] + "\n", "")
+    without_verdict = PRINTED.replace("check passed: 3 of 3 quantities within tolerance\n", "")
+    # Then each is a mismatch naming the line
+    assert "wait.p95" in (output_mismatch(without_row, PRINTED) or "")
+    assert "check passed" in (output_mismatch(without_verdict, PRINTED) or "")
+    assert output_mismatch(PRINTED + "one more line\n", PRINTED) is not None
+
+
+def test_an_ellipsis_leaves_lines_out_only_where_the_marker_says() -> None:
+    # Given a page that shows the header, an ellipsis for the rows, and the verdict line
+    shown = PRINTED.splitlines()[0] + "\n...\ncheck passed: 3 of 3 quantities within tolerance\n"
+    # Then it matches with the `...` marker, and not without it
+    assert output_mismatch(shown, PRINTED, elides=True) is None
+    assert output_mismatch(shown, PRINTED) is not None
+    # and an ellipsis stands for at least one line, not for none
+    assert output_mismatch("...\n" + PRINTED, PRINTED, elides=True) is not None
+
+
+def test_a_block_of_only_an_ellipsis_fails() -> None:
+    assert output_mismatch("...\n", PRINTED, elides=True) is not None
+    assert output_mismatch("\n...\n\n", PRINTED) is not None
+    assert output_mismatch("", PRINTED) is not None
 
 
 def test_a_changed_column_or_figure_is_found() -> None:
@@ -37,13 +58,34 @@ def test_a_changed_column_or_figure_is_found() -> None:
 
 
 def test_lines_must_come_in_order() -> None:
-    shown = "throughput 49.6 49.57 0.999 ±3% pass\nwait.p50 0.001222 0.0007056 0.577 ±10% or 0.02 s pass\n"
-    assert output_mismatch(shown, PRINTED) is not None
+    lines = PRINTED.splitlines()
+    swapped = "\n".join([lines[0], lines[2], lines[1], *lines[3:]])
+    assert output_mismatch(swapped, PRINTED) is not None
 
 
-def test_any_numbers_checks_the_words_and_shape_only() -> None:
-    # Given another run's figures
+def test_numbers_within_the_stated_tolerance_match_and_others_fail() -> None:
+    # Given another run's figures: 0.02792 -> 0.0311 (+11%), 49.57 -> 48.9 (-1.4%)
     other = PRINTED.replace("0.02792", "0.0311").replace("49.57", "48.9")
-    # Then the numbers-free check passes, and a changed word still fails it
-    assert output_mismatch(PRINTED, other, any_numbers=True) is None
-    assert output_mismatch(PRINTED, other.replace("pass\n\n", "fail\n\n"), any_numbers=True) is not None
+    # Then a 25% tolerance passes, a 10% one fails naming the figure, and exact fails
+    assert output_mismatch(PRINTED, other, rel=0.25) is None
+    assert "0.0311" in (output_mismatch(PRINTED, other, rel=0.10) or "")
+    assert output_mismatch(PRINTED, other) is not None
+    # an absolute tolerance counts too (0.0311 - 0.02792 = 0.0032; 49.57 - 48.9 = 0.67)
+    assert output_mismatch(PRINTED, other, abs=1.0) is None
+    assert output_mismatch(PRINTED, other, abs=0.5) is not None
+    # and a changed word fails whatever the tolerance
+    assert output_mismatch(PRINTED, other.replace("pass\n\n", "fail\n\n"), rel=10) is not None
+
+
+def test_progress_lines_and_blank_lines_are_not_output() -> None:
+    printed = "simulate day: 10% after 2.1s\n\n" + PRINTED + "simulate day: 100% after 9.3s\n"
+    assert output_mismatch(PRINTED, printed) is None
+
+
+def test_a_marker_gives_the_tolerance_and_the_ellipsis(tmp_path: Path) -> None:
+    page = tmp_path / "page.markdown"
+    page.write_text("<!-- test: output rel=0.25 abs=0.01 ... -->\n```text\nx 1\n...\n```\n\n"
+                    "<!-- test: output -->\n```text\nx 1\n```\n")
+    first, second = blocks(page)
+    assert (first.tolerance, first.elides) == ((0.25, 0.01), True)
+    assert (second.tolerance, second.elides) == ((0.0, 0.0), False)

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from qsim import dists
-from qsim import scenario as scenario_mod
-from qsim import summary as summary_mod
 from qsim.errors import ScenarioError
-from qsim.scenario import Scenario
+from qsim.results import summary as summary_mod
+from qsim.spec import dists
+from qsim.spec import scenario as scenario_mod
+from qsim.spec.scenario import Scenario
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SCENARIO_PAGE = DOCS / "reference" / "scenario.md"
@@ -164,7 +164,7 @@ def test_every_scenario_key_is_in_the_reference_and_back() -> None:
     in_page = set(doc_scenario_keys())
     # Then they are the same keys
     assert in_code == in_page, _diff_message("Scenario keys", SCENARIO_PAGE, in_code - in_page, in_page - in_code,
-                                             "qsim/scenario.py (its dataclasses and parser)")
+                                             "qsim/spec/scenario.py (its dataclasses and parser)")
 
 
 @pytest.mark.parametrize(("section", "base"), [("Arrival kinds", dists.Arrival), ("Service kinds", dists.Distribution)])
@@ -172,7 +172,7 @@ def test_every_kind_is_in_the_reference(section: str, base: type) -> None:
     in_code = set(_kinds(base))
     in_page = page_kinds(section)
     assert in_code == in_page, _diff_message(f"{section.lower()} (section '{section}')", SCENARIO_PAGE,
-                                             in_code - in_page, in_page - in_code, "qsim/dists.py")
+                                             in_code - in_page, in_page - in_code, "qsim/spec/dists.py")
     # the `kind` row's "valid" cell lists the same kinds
     key = "jobs[].arrival.kind" if base is dists.Arrival else "jobs[].service.kind"
     listed = set(re.findall(r"`([a-z-]+)`", doc_scenario_keys()[key][2]))
@@ -205,7 +205,7 @@ def test_documented_defaults_are_the_code_defaults() -> None:
                 wrong.append(f"{key}: the page says {documented!r}, the code {actual!r}")
         elif default_cell == "none" and actual not in (None, (), dataclasses.MISSING):
             wrong.append(f"{key}: the page says none, the code defaults to {actual!r}")
-    assert not wrong, f"{SCENARIO_PAGE.name}: defaults that disagree with qsim/scenario.py:\n" + "\n".join(wrong)
+    assert not wrong, f"{SCENARIO_PAGE.name}: defaults that disagree with qsim/spec/scenario.py:\n" + "\n".join(wrong)
 
 
 # --------------------------------------------------------------------------- documented bounds, tried
@@ -344,14 +344,14 @@ def test_every_summary_field_is_in_the_reference_and_back() -> None:
     in_page = page_sections(SUMMARY_PAGE)
     problems = []
     for name in sorted(set(in_code) - set(in_page)):
-        problems.append(f"{SUMMARY_PAGE.relative_to(DOCS.parent)} has no section for qsim/summary.py's {name} "
+        problems.append(f"{SUMMARY_PAGE.relative_to(DOCS.parent)} has no section for qsim/results/summary.py's {name} "
                         f"(a heading ending in (`{name}`) with a row per key: {', '.join(in_code[name])})")
     for name in sorted(set(in_page) - set(in_code)):
-        problems.append(f"{SUMMARY_PAGE.relative_to(DOCS.parent)} has a section (`{name}`) that qsim/summary.py "
+        problems.append(f"{SUMMARY_PAGE.relative_to(DOCS.parent)} has a section (`{name}`) that qsim/results/summary.py "
                         f"does not define (reachable from Summary)")
     for name in sorted(set(in_code) & set(in_page)):
         msg = _diff_message(f"keys of {name}", SUMMARY_PAGE, set(in_code[name]) - in_page[name],
-                            in_page[name] - set(in_code[name]), f"qsim/summary.py's {name}")
+                            in_page[name] - set(in_code[name]), f"qsim/results/summary.py's {name}")
         if msg:
             problems.append(msg)
     assert not problems, "\n".join(problems)

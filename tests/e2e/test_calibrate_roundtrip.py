@@ -19,7 +19,7 @@ import pytest
 import qsim.calibrate as cal
 from qsim.harness.run import run_scenario
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 pytestmark = pytest.mark.redis
 

@@ -13,7 +13,7 @@ import pytest
 from qsim.harness.plan import plan_jobs
 from qsim.harness.run import run_scenario
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 pytestmark = pytest.mark.redis
 

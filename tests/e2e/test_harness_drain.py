@@ -16,7 +16,7 @@ from qsim.harness.pool_worker import make_synthetic
 from qsim.harness.processes import PoolProcessSpec
 from qsim.harness.run import run_scenario, run_scenario_async
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def wrr_backlog(duration: float, rates: tuple[float, float], service: float, concurrency: int,

@@ -14,7 +14,7 @@ SETUP = """
 import asyncio, json, tempfile
 from pathlib import Path
 from qsim import Scenario
-from qsim.analysis.compare import compare, compare_async
+from qsim.analysis.fidelity.compare import compare, compare_async
 from qsim.harness.server import RedisServer
 
 asyncio.get_running_loop()  # the kernel's loop runs: asyncio.run would refuse here

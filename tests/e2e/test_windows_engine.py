@@ -20,7 +20,7 @@ from qsim.cli.output import format_check
 from qsim.cli.windows import format_window_comparison
 from qsim.harness.run import run_scenario
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 pytestmark = pytest.mark.redis
 
@@ -93,8 +93,15 @@ def test_the_engine_follows_a_profile_window_by_window(redis_url: str, tmp_path:
         print("\n" + report)
     rows = {q["quantity"]: q for q in check["quantities"]}
     agreement = rows["windows.wait_p95"]["windows"]
-    # the per-window p95 wait within 20% or 50 ms in at least 90% of the windows
+    # the per-window p95 wait within 20% or 50 ms, or inside the model's 5-95% band over other seeds (the model's
+    # windows carry them), in at least 90% of the windows
+    assert doc["bands"]["replications"] >= 5 and rows["windows.wait_p95"]["band_replications"] == \
+        doc["bands"]["replications"]
+    assert all(set(w["bands"]) == {"wait_p95", "mean_wait"} for w in doc["model"]["windows"])
     assert agreement["compared"] >= 12 and agreement["share"] >= 0.9, report
+    # (at low load the model's waits are its fixed fetch overhead, the same for every seed: a band of a point,
+    # and the tolerance judges those windows)
+    assert agreement["banded"] == agreement["compared"] and agreement["agreeing"] >= agreement["inside_band"], report
     # and the whole-run figures within today's tolerances
     assert check["passed"] and code == 0, report
     assert doc["engine"]["jobs"]["lost"] == 0

@@ -26,7 +26,7 @@ from qsim.advise.live import ADVICE_METRICS
 from qsim.cli import main
 from qsim.engine import Queue
 from qsim.harness.run import EngineResult, run_scenario
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 pytestmark = pytest.mark.redis
 
@@ -85,12 +85,18 @@ def test_advise_reads_only_and_agrees_with_an_offline_plan(measured: tuple[str, 
     assert main([*argv, "--processes", "1", "--json"]) == 0
     offline = json.loads(capsys.readouterr().out)
     assert offline["recommended"] == {doc["search"]["path"]: doc["recommended_workers"]}
-    # and the text form says the same in a few lines
+    # and the Redis load it implies is the offline plan's, within the default ceiling at this rate
+    assert doc["redis"] == offline["redis"] and doc["redis"]["workers"] == doc["recommended_workers"]
+    assert 0 < doc["redis"]["utilization"] < doc["redis"]["ceiling"] and not doc["redis"]["above_ceiling"]
+    # and the text form says the same in a few lines; a Redis priced above the ceiling is warned about
     assert main(["advise", "--redis", url, "--queue", "orders", "--slo", SLO, "--prefix", run.prefix,
-                 "--processes", "1"]) == 0
+                 "--processes", "1", "--redis-cpu-per-job", "100000", "--redis-ceiling", "0.5"]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"queue 'orders' needs {doc['recommended_workers']} worker")
     assert "measured in the last 15m" in text and "terminationGracePeriodSeconds" in text
+    redis_line = next(line for line in text.splitlines() if line.strip().startswith("redis: "))
+    assert "1e+05 µs per job, --redis-cpu-per-job; ABOVE the ceiling 50%" in redis_line
+    assert "warning: Redis: the recommended point implies" in text and "(--redis-ceiling)" in text
 
 
 def test_bad_input_exits_2_naming_what(measured: tuple[str, EngineResult],

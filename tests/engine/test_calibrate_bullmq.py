@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -161,3 +162,31 @@ def test_bullmq_layouts_written_by_hand(redis_url: str) -> None:
     with pytest.raises(CalibrationError, match="holds qsim engine queues: use --from qsim"):
         cal.from_bullmq(redis_url, "orders")
     client.close()
+
+
+def test_an_uncapped_bullmq_backoff_stays_uncapped(redis_url: str, tmp_path: Path) -> None:
+    """BullMQ's exponential backoff has no cap: calibrate must not write max = 60 (it used to)."""
+    from qsim.spec.backoff import MAX_BACKOFF
+    from qsim.spec.scenario import Scenario
+
+    # Given 40 BullMQ jobs with 6 attempts and an exponential backoff of 10 s (its 5th retry waits 160 s)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    t = 1_700_000_000_000
+    client.hset("bull:mail:meta", mapping={"version": "bullmq:5.81.5", "opts.maxLenEvents": 10000})
+    for i in range(40):
+        start = t + i * 100
+        _job(client, "mail", i + 1, {
+            "name": "send", "data": "{}", "timestamp": str(start - 10), "delay": "0", "priority": "0",
+            "opts": {"attempts": 6, "backoff": {"type": "exponential", "delay": 10_000}},
+            "processedOn": str(start), "finishedOn": str(start + 20), "atm": "1", "ats": "1", "pb": "box-1"})
+        client.zadd("bull:mail:completed", {str(i + 1): start + 20})
+    client.close()
+    # When calibrated and written as a scenario
+    c = cal.from_bullmq(redis_url, "mail", min_jobs=10)
+    path = tmp_path / "mail.toml"
+    c.write(path)
+    # Then the backoff keeps no cap: max is the engine's own longest delay, and the file says why
+    b = Scenario.from_toml(path).job("send").backoff
+    assert (b.kind, b.delay, b.max) == ("exponential", 10.0, MAX_BACKOFF)
+    text = path.read_text()
+    assert "max = 60" not in text and "has no cap" in text

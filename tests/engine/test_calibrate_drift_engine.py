@@ -8,7 +8,7 @@ import pytest
 
 import qsim.calibrate as cal
 from qsim.harness.run import run_scenario
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 from drift_cases import DRIFT, check_recovery
 

@@ -14,7 +14,7 @@ import qsim.calibrate as cal
 from qsim.cli import main
 from qsim.errors import CalibrationError
 from qsim.harness.run import EngineResult, run_scenario
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 pytestmark = pytest.mark.redis
 

@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from engine_helpers import ROOT, wait_until
+from waiting import timing_allowance
 from qsim.engine import EXIT_CUT_OFF, EXIT_DRAINED, Queue
 from qsim.engine import protocol as P
 from qsim.engine.scripts import ScriptSet, run_calls
@@ -34,10 +35,11 @@ class Workers:
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(self, *, concurrency: int = 10, prefetch: str = "auto", lock: float = 30.0, stalled: float = 30.0,
-              grace: float = 30.0, max_stalled: int = 1) -> subprocess.Popen[str]:
+              grace: float = 30.0, max_stalled: int = 1, block_timeout: float = 5.0) -> subprocess.Popen[str]:
         p = subprocess.Popen([sys.executable, WORKER, self.url, "q", "--concurrency", str(concurrency),
                               "--prefetch", prefetch, "--lock-duration", str(lock), "--stalled-interval",
-                              str(stalled), "--grace", str(grace), "--max-stalled", str(max_stalled)],
+                              str(stalled), "--grace", str(grace), "--max-stalled", str(max_stalled),
+                              "--block-timeout", str(block_timeout)],
                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
@@ -94,10 +96,36 @@ def test_short_jobs_fetched_ahead_never_wait_behind_long_ones(
     waits = sorted(r.started_at - r.enqueued_at for r in recs)
     print(f"\nshort jobs behind 3 s jobs: wait p50 {waits[20]:.3f} s, max {waits[-1]:.3f} s")
     # Then no short job waited for a long one to end: each started within a second (a held job goes back
-    # after a few ms, the other worker runs it), none ran twice, none counted a stall or a second attempt
-    assert waits[-1] < 1.0
+    # after a few ms, the other worker runs it; more on a busy machine, but well before the 3 s job ends),
+    # none ran twice, none counted a stall or a second attempt
+    assert waits[-1] < min(timing_allowance(1.0), 2.5)
     assert all(len(r.attempts) == 1 and r.stalled == 0 for r in recs)
     assert set(runs(redis_client).values()) == {1}
+
+
+def test_a_hand_back_wakes_an_idle_worker(workers: Workers, q: Queue, redis_client: redis.Redis) -> None:
+    # Given worker A (1 slot, 4 ahead) warmed on 1.5 s jobs (a held job may wait 6 s), running a 12 s job and
+    # holding three 1 ms ones, its BLPOP open since its fetch; and worker B (4 slots) idle, blocked after A
+    # (both wait up to 30 s per BLPOP, so only a push wakes them)
+    workers.start(concurrency=1, prefetch="4", block_timeout=30.0)
+    warm(q, 2, 1.5)
+    q.add_bulk([("long", {"sleep": 12.0}, {"job_id": "long"})]
+               + [("short", {"sleep": 0.001}, {"job_id": f"short-{i}"}) for i in range(3)])
+    wait_until(lambda: q.counts()["active"] == 4, timeout=10)
+    t0 = time.time()
+    workers.start(concurrency=4, block_timeout=30.0)
+    wait_until(lambda: q.counts()["active"] == 4 and len(runs(redis_client)) >= 3, timeout=10)
+    # When A's hold bound passes and it hands the short jobs back (the push wakes A's own open BLPOP first)
+    wait_until(lambda: all(r.state == "completed" for r in q.job_records() if r.name == "short"), timeout=20)
+    recs = [r for r in q.job_records() if r.name == "short"]
+    waits = sorted(r.started_at - r.enqueued_at for r in recs)
+    long_start = q.get_job("long").started_at
+    print(f"\nshort jobs handed back by a busy worker: started {waits[0]:.2f}..{waits[-1]:.2f} s after their add "
+          f"(the long job ends {12.0 + long_start - recs[0].enqueued_at:.2f} s after it); B started "
+          f"{t0 - recs[0].enqueued_at:.2f} s after it")
+    # Then B takes them at once (about 6 s after their add, their hold bound), not when A's slot frees (12 s)
+    assert waits[-1] < 9.0
+    assert all(len(r.attempts) == 1 and r.stalled == 0 for r in recs)
 
 
 def test_a_held_job_of_a_stopped_worker_runs_once_and_counts_no_stall(
@@ -131,6 +159,38 @@ def test_a_held_job_of_a_stopped_worker_runs_once_and_counts_no_stall(
     assert all(r.state == "completed" for r in recs.values())
 
 
+def test_a_reply_read_late_never_starts_a_job_another_worker_took(
+    workers: Workers, q: Queue, redis_client: redis.Redis
+) -> None:
+    # Given worker A (2 slots, 1 s locks) running a job that blocks A's event loop for 5 s right after the job
+    # beside it ended and its slot sent a fetch (of a 100 kB job: Redis takes a moment): that fetch's reply
+    # waits unread past its lock
+    a = workers.start(concurrency=2, prefetch="0", lock=1.0, stalled=0.5, max_stalled=100)
+    q.add_bulk([("blocker", {"block": 5.0, "after": "partner"}, {"job_id": "blocker"}),
+                ("partner", {"sleep": 0.3}, {"job_id": "partner"})]
+               + [("short", {"sleep": 0.005, "pad": "x" * 100_000}) for _ in range(20)])
+    wait_until(lambda: redis_client.exists("test:blocked:blocker"), timeout=20)
+    # When worker B recovers A's expired locks meanwhile and runs those jobs
+    workers.start(concurrency=8, prefetch="0", lock=1.0, stalled=0.5, max_stalled=100)
+    wait_until(lambda: q.counts()["completed"] >= 22, timeout=60)
+    wait_until(lambda: f"blocker:1:{a.pid}" in redis_client.lrange("test:started", 0, -1), timeout=20)
+    time.sleep(1.0)  # A, its loop running again, reads the reply
+    late = []  # jobs A started after another worker had started them
+    seen: dict[str, set[str]] = {}
+    for entry in redis_client.lrange("test:started", 0, -1):
+        jid, _, pid = entry.split(":")
+        others = seen.setdefault(jid, set())
+        if pid == str(a.pid) and others - {pid} and jid != "blocker":  # (A records the blocker's start after it)
+            late.append(jid)
+        others.add(pid)
+    twice = sorted(j for j, n in runs(redis_client).items() if n > 1)
+    print(f"\nA's loop blocked 5 s with a fetch reply unread: ran twice {twice}; started by A after B had {late}")
+    # Then A started none of the jobs of that late reply (their locks were older than half a lock when it read
+    # it): a job that ran twice ran on A before the block (at-least-once), never on A after B
+    assert late == []
+    assert q.counts()["completed"] == 22
+
+
 def _max_in_window(times: list[float], per: float) -> int:
     times = sorted(times)
     best, j = 0, 0
@@ -152,6 +212,26 @@ def test_prefetch_n_respects_a_rate_limit(workers: Workers, q: Queue) -> None:
     print(f"\nprefetch=16, rate limit 30/s: at most {most} handler starts in a 1 s window")
     # Then no 1 s window holds more handler starts than the limit
     assert most <= 30
+
+
+def test_a_rate_limit_switched_on_counts_the_jobs_held_before(workers: Workers, q: Queue) -> None:
+    # Given two workers of 4 slots fetching 16 ahead, busy on a backlog of 20 ms jobs with no limit
+    for _ in range(2):
+        workers.start(concurrency=4, prefetch="16")
+    q.add_bulk([("t", {"sleep": 0.02}) for _ in range(1500)])
+    wait_until(lambda: q.counts()["completed"] >= 200, timeout=30)
+    # When a limit of 30 starts in any 1 s window is switched on (Redis' clock)
+    sec, usec = q.client.time()
+    on = sec + usec / 1e6
+    q.set_rate_limit(30, 1.0)
+    time.sleep(3.5)
+    starts = sorted(a.start for r in q.job_records() for a in r.attempts if a.start >= on)
+    first = sum(1 for t in starts if t < on + 1.0)
+    most = _max_in_window(starts, 1.0)
+    print(f"\nrate limit 30/s switched on under prefetch=16: {first} handler starts in its first second, at most "
+          f"{most} in a 1 s window after it")
+    # Then the jobs held when it came count against it: no more than 30 starts in its first second
+    assert first <= 30
 
 
 def test_sigterm_hands_held_jobs_back_at_once(workers: Workers, q: Queue, redis_client: redis.Redis) -> None:

@@ -86,6 +86,21 @@ def test_delayed_job_is_promoted_when_due(call: Any, redis_client: redis.Redis) 
     assert [g.id for g in fetch(call)] == ["later"]
 
 
+def test_an_idle_check_re_arms_the_marker_only_when_jobs_wait(call: Any, redis_client: redis.Redis) -> None:
+    # Given an empty queue: an idle check (promote with rearm) pushes no marker
+    assert call(P.promote_call(K, rearm=True)) == -1
+    assert redis_client.llen(K.marker) == 0
+    # When a job waits whose wake-up was taken (the marker popped by a worker that died)
+    call(P.add_call(K, [spec("a")]))
+    redis_client.delete(K.marker)
+    # Then a plain promotion leaves the marker alone, an idle check pushes it once, and not again while it is there
+    call(P.promote_call(K))
+    assert redis_client.llen(K.marker) == 0
+    call(P.promote_call(K, rearm=True))
+    call(P.promote_call(K, rearm=True))
+    assert redis_client.llen(K.marker) == 1
+
+
 def test_complete_checks_the_token_and_is_idempotent(call: Any, redis_client: redis.Redis) -> None:
     call(P.add_call(K, [spec("a"), spec("b")]))
     a, b = fetch(call)

@@ -204,3 +204,20 @@ def test_grafana_dashboard_charts_only_metrics_the_worker_exports(redis_url: str
     from qsim.advise.live import ADVICE_METRICS  # --advise-slo's gauges (tests/engine/test_advise_qsim.py)
 
     assert used <= exported | set(ADVICE_METRICS), used - exported - set(ADVICE_METRICS)
+
+
+def test_cli_worker_whose_metrics_port_is_taken_says_so_and_exits_1(redis_url: str, tmp_path: Any) -> None:
+    import socket
+
+    (tmp_path / "handlers_p.py").write_text("async def work(job):\n    return 1\n")
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+        p = subprocess.run([sys.executable, "-m", "qsim", "worker", "handlers_p:work", "--queue", "taken", "--redis",
+                            redis_url, "--metrics-port", str(port)], cwd=tmp_path, env=env, capture_output=True,
+                           timeout=60)
+    assert p.returncode == 1, p.stderr.decode()
+    assert f"cannot serve metrics on port {port}:" in p.stderr.decode()
+    assert "metrics on http" not in p.stderr.decode()

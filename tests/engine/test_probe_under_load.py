@@ -10,10 +10,13 @@ read at the run's utilization.
 Timings on a shared machine move by a millisecond or more from one run to the next (the same run
 repeated a minute later), as much as the load effect itself at light shapes. So each block runs the
 loaded scenario twice around the probes — their mean is the truth, their difference the noise — and
-the blocks are averaged. The assertion, on the per-job time in the slot beyond the handler: the probe
-under load is no further from the truth than the light probe, beyond that measured noise; where
-contention makes the light probe's error larger than the noise, that means closer. The figures are
-printed (``-s``).
+the blocks are averaged. The assertion, on what the model takes from the probe — the pickup (the delay
+before a free slot starts a job) and the time in the slot beyond the handler, their errors added: the
+probe under load is no further from the truth than the light probe, beyond that measured noise; where
+contention makes the light probe's error larger than the noise, that means closer. (Each part alone
+moves with the engine's scripts: since fetch and acknowledgement write a job's hash once, the light
+probe's time in the slot is close and its pickup far off, where before it was the other way.) The
+figures are printed (``-s``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from qsim.calibrate.pools import runs_of
 from qsim.calibrate.probe import probe
 from qsim.harness.plan import plan_jobs
 from qsim.harness.run import run_scenario
-from qsim.load_overhead import overhead_at
+from qsim.spec.offered_load import overhead_at
 
 pytestmark = [pytest.mark.redis, pytest.mark.long]
 
@@ -77,7 +80,9 @@ def test_the_probe_at_the_runs_shape_estimates_a_loaded_run_better_than_the_ligh
               f"{ack * 1e3:.2f} ms (rows {[tuple(round(x, 5) for x in r) for r in loaded.by_load or ()]})")
     mean = {k: float(np.mean(v)) * 1e3 for k, v in err.items()}
     print("mean absolute errors and run-to-run noise, ms:", {k: round(v, 3) for k, v in mean.items()})
-    # The time in the slot beyond the handler (fetch_overhead + ack_overhead: what each job costs its slot)
-    # grows when the worker processes contend: the probe at the run's shape and load sees it, the light probe
-    # (one process, 30 jobs/s) does not. (The pickup alone is printed, not asserted: it moved either way.)
-    assert mean["loaded in-slot"] <= mean["light in-slot"] + mean["noise in-slot"]
+    # The overhead when the worker processes contend (the pickup, and the time in the slot beyond the handler:
+    # fetch_overhead + ack_overhead) is what the probe at the run's shape and load sees and the light probe (one
+    # process, 30 jobs/s) does not: its two errors together are no larger, beyond the run-to-run noise
+    loaded_error = mean["loaded pickup"] + mean["loaded in-slot"]
+    light_error = mean["light pickup"] + mean["light in-slot"]
+    assert loaded_error <= light_error + mean["noise pickup"] + mean["noise in-slot"], mean

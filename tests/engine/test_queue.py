@@ -198,3 +198,21 @@ def test_job_name_and_id_have_a_size_limit(queue: Queue, redis_client: redis.Red
             queue.add("t", {}, job_id=value)
     assert redis_client.dbsize() == 0
     assert queue.add("n" * 256, {}, job_id="i" * 256).created  # the limit itself is fine
+
+
+def test_ids_and_keys_utf8_cannot_encode_are_a_clear_error(redis_url: str, queue: Queue) -> None:
+    # Given a queue with a job, and text holding a lone surrogate (a non-UTF-8 shell argument, os.fsdecode)
+    from qsim.errors import UnencodableText
+
+    queue.add("t", {}, job_id="j1")
+    before = sorted(queue.client.keys("*"))
+    bad = "job-\udcff"
+    # When it is a job id to read or retry, or the payload field that keys a rate limit
+    calls = {"get_job": lambda: queue.get_job(bad), "retry_dead": lambda: queue.retry_dead("j1", bad),
+             "set_rate_limit": lambda: queue.set_rate_limit(5, 1.0, key=bad)}
+    for what, call in calls.items():
+        with pytest.raises(UnencodableText) as e:
+            call()
+        # Then each raises a ValueError naming the value (not a bare UnicodeEncodeError), and writes nothing
+        assert isinstance(e.value, ValueError) and "job-" in str(e.value) and "\\udcff" in str(e.value), what
+    assert sorted(queue.client.keys("*")) == before and queue.limits()["rate_limit"] is None

@@ -212,13 +212,16 @@ def test_a_keyed_window_that_reopens_starts_the_next_job_on_time_and_other_keys_
 
         await run_worker_until(w, done, timeout=10.0)
         await adding
+        # the tenant's starts on Redis's clock (the fetch script's, where the limit is kept): a busy event loop
+        # that runs one handler late would otherwise make the next gap look short
+        infos = {i.id: i for i in await q.job_records()}
         await q.close()
-        return started, added, other_started
+        return sorted(float(infos[f"a{i}"].started_at or 0.0) for i in range(jobs)), added, other_started
 
     started, added, other_started = asyncio.run(main())
     # When each window reopens, Then the next job starts within a few ms of it, not on Redis's next tick
     lags = [b - a - per for a, b in zip(started, started[1:])]
-    assert min(lags) > -0.005, lags  # never early: the limit holds
+    assert min(lags) > -0.001, lags  # never early: the limit holds
     assert sum(lags) / len(lags) < 0.02, lags
     # and a job of a tenant with room starts at once, whenever it comes
     waits = sorted(other_started[j] - added[j] for j in added)

@@ -42,7 +42,8 @@ def add(call: Any, k: QueueKeys, *jobs: tuple[str, int] | tuple[str, int, str]) 
 
 def fetch(call: Any, ks: list[QueueKeys], n: int = 10, policy: str = "priority", weights: Any = None,
           worker: str = "w1") -> tuple[list[str], int, list[int]]:
-    got, wait_ms, held, _ = P.parse_fetch_status(call(P.fetch_multi_call(ks, n, 30000, worker, "tok", policy, weights)))
+    got, wait_ms, held, _, _ = P.parse_fetch_status(call(P.fetch_multi_call(ks, n, 30000, worker, "tok", policy,
+                                                                           weights)))
     return [f"{ks[int(g.queue_index) - 1].queue}:{g.id}" for g in got], wait_ms, held
 
 

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from engine_helpers import run_worker_until
+from waiting import timing_allowance
 from qsim.engine import EXIT_CUT_OFF, EXIT_DRAINED, AsyncQueue, Backoff, Job, Worker
 from qsim.errors import UnrecoverableError
 
@@ -88,9 +89,10 @@ def test_idle_worker_picks_up_within_milliseconds_and_delayed_on_time(redis_url:
         assert await w.close() == EXIT_DRAINED
         await task
         waits = [(r.started_at - r.enqueued_at) for r in await q.job_records() if r.id != "late"]  # type: ignore[operator]
-        assert statistics.median(waits) < 0.005 and max(waits) < 0.1, waits
+        # within milliseconds (5 ms idle, stretched by the machine's load), the delayed one on time
+        assert statistics.median(waits) < timing_allowance(0.005) and max(waits) < timing_allowance(0.1), waits
         late = await q.get_job("late")
-        assert 0.3 <= late.started_at - late.enqueued_at < 0.45  # type: ignore[operator]
+        assert 0.3 <= late.started_at - late.enqueued_at < 0.3 + timing_allowance(0.15)  # type: ignore[operator]
         await q.close()
 
     asyncio.run(main())
@@ -365,6 +367,79 @@ def test_idle_worker_blocks_instead_of_polling(redis_url: str, redis_client: red
     assert after - before <= 1, f"{after - before} calls while idle"
 
 
+def test_an_idle_workers_timed_out_wait_fetches_nothing_from_an_empty_queue(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    # Given a worker waiting on an empty queue with a 0.2 s block_timeout
+    def calls() -> tuple[int, int]:
+        stats = redis_client.info("commandstats")
+        return tuple(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("blpop", "zpopmin"))  # type: ignore[return-value]
+
+    async def main() -> tuple[tuple[int, int], tuple[int, int]]:
+        w = Worker("q", _none, redis=redis_url, stalled_interval=30, lock_duration=30, block_timeout=0.2,
+                   handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await _blocked(redis_url)
+        before = calls()
+        await asyncio.sleep(1.5)
+        after = calls()
+        await w.close()
+        assert await task == EXIT_DRAINED
+        return before, after
+
+    before, after = asyncio.run(main())
+    # When its waits time out, over and over; Then each is followed by an idle check (a promotion that would
+    # re-arm the marker), never by a fetch (the fetch script's ZPOPMIN): nothing waits, nothing is fetched
+    assert after[0] - before[0] >= 3, "the blocking waits did not time out"
+    assert after[1] - before[1] == 0, f"{after[1] - before[1]} fetches from an empty queue while idle"
+
+
+def test_a_wake_up_lost_with_a_dead_worker_is_given_again_within_a_block_timeout(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    # Given a worker waiting on its queue's marker (block_timeout 0.5 s)
+    async def main() -> float:
+        done: list[float] = []
+
+        async def handler(job: Job) -> None:
+            done.append(time.monotonic())
+
+        w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, block_timeout=0.5,
+                   handle_signals=False)
+        task = asyncio.ensure_future(w.run())
+        await _blocked(redis_url)
+        # When a job is added and its wake-up taken at once by a worker that then died (the add and the pop in
+        # one transaction: the waiting worker never sees the push)
+        q = AsyncQueue("q", redis=redis_url)
+        keys = q.keys
+        await q.close()
+        p = redis_client.pipeline(transaction=True)
+        p.zadd(keys.wait, {"lost": 2**31})
+        p.hset(f"{keys.job_prefix}lost", mapping={"name": "t", "data": "null", "priority": 0, "delay": 0,
+                                                 "max_attempts": 1, "enqueued_at": time.time(), "state": "waiting",
+                                                 "attempts_made": 0, "stalled": 0})
+        p.rpush(keys.marker, "1")
+        p.lpop(keys.marker)
+        p.execute()
+        added = time.monotonic()
+        try:
+            async with asyncio.timeout(10):
+                while not done:
+                    await asyncio.sleep(0.02)
+        finally:
+            await w.close()
+            await task
+        return done[0] - added
+
+    # Then the worker's next timed-out wait re-arms the marker and the job runs within about a block_timeout
+    took = asyncio.run(main())
+    assert took < 0.5 + timing_allowance(1.0), f"the job waited {took:.2f} s"
+
+
+async def _none(job: Job) -> None:
+    return None
+
+
 def test_an_idle_workers_blpop_runs_its_whole_block_timeout_on_one_connection(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
@@ -378,6 +453,18 @@ def test_an_idle_workers_blpop_runs_its_whole_block_timeout_on_one_connection(
     assert after - before == 0, f"{after - before} new connections while idle"
 
 
+async def _blocked(redis_url: str, timeout: float = 30.0) -> None:
+    """Return once a client of the server waits in a blocking command (the worker's BLPOP)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while int(client.info("clients")["blocked_clients"]) < 1:
+            assert time.monotonic() < deadline, f"no worker blocked on its BLPOP within {timeout} s"
+            await asyncio.sleep(0.02)
+    finally:
+        client.close()
+
+
 async def _idle_worker(redis_url: str, count: Any, *, settle: float, idle: float) -> tuple[int, int, int]:
     """``count()`` before and after ``idle`` s of a worker with nothing to do (started ``settle`` s earlier),
     and the worker's exit code."""
@@ -386,6 +473,7 @@ async def _idle_worker(redis_url: str, count: Any, *, settle: float, idle: float
 
     w = Worker("q", handler, redis=redis_url, stalled_interval=30, lock_duration=30, handle_signals=False)
     task = asyncio.ensure_future(w.run())
+    await _blocked(redis_url)  # started up and waiting on its BLPOP (a busy machine takes longer than `settle`)
     await asyncio.sleep(settle)
     before = count()
     await asyncio.sleep(idle)
@@ -425,3 +513,35 @@ def test_a_result_that_is_not_json_fails_the_attempt(redis_url: str) -> None:
             assert job.error.startswith("PayloadError: job x return value.when: module is not JSON")  # type: ignore[union-attr]
 
     asyncio.run(main())
+
+
+def test_a_worker_whose_stalled_check_is_sending_when_it_stops_still_exits(redis_url: str) -> None:
+    # On Python 3.11 a cancel that lands while a task is in asyncio.wait_for, whose awaitable just finished, is
+    # lost; redis-py sends every command through wait_for when the client has a socket timeout (the worker's has).
+    # The worker's stalled-job check (a loop) then went on after its one cancel, and run() never returned: the
+    # SIGTERM'd worker that now and then did not exit.
+    async def handler(job: Job) -> None:
+        return None
+
+    async def main() -> list[float]:
+        took = []
+        for _ in range(20):
+            # Given an idle worker whose stalled-job check sends to Redis back to back (every 1 ms)
+            w = Worker("q", handler, redis=redis_url, lock_duration=1.0, stalled_interval=0.001,
+                       handle_signals=False)
+            task = asyncio.ensure_future(w.run())
+            await asyncio.sleep(0.05)
+            # When it is closed
+            t0 = time.monotonic()
+            try:
+                async with asyncio.timeout(10):
+                    assert await w.close() == EXIT_DRAINED and await task == EXIT_DRAINED
+            except TimeoutError:
+                task.cancel()
+                raise AssertionError(f"close() did not end the worker within 10 s (run {len(took) + 1})") from None
+            took.append(time.monotonic() - t0)
+        return took
+
+    # Then it stops every time, at once
+    took = asyncio.run(main())
+    assert max(took) < 5.0, took

@@ -128,3 +128,20 @@ def test_dlq_show_and_retry_take_the_id_before_or_after_the_options(
     # an option the command does not know is still refused
     with pytest.raises(SystemExit):
         run_cli("dlq", "show", "--queue", "q", "d1", "--nope", capsys=capsys)
+
+
+@pytest.mark.parametrize("action", ["show", "retry"])
+def test_dlq_with_an_id_utf8_cannot_encode_is_exit_2(redis_url: str, queue: Queue, action: str) -> None:
+    # Given a shell argument whose bytes are not UTF-8 (Python reads it as a lone surrogate)
+    queue.add("t", {}, job_id="d1")
+    before = sorted(queue.client.keys("*"))
+    # When `qsim dlq show/retry` gets it as the job id
+    p = subprocess.run([sys.executable, "-m", "qsim", "dlq", action, b"job-\xff", "--queue", "q", "--redis",
+                        redis_url], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                       text=True, timeout=60)
+    print(f"\nqsim dlq {action} job-\\xff: exit {p.returncode}: {p.stderr.strip()}")
+    # Then it is bad input: exit 2, one line naming the id, no traceback, nothing written
+    assert p.returncode == 2
+    assert "job_id" in p.stderr and "job-" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert sorted(queue.client.keys("*")) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from engine_helpers import run_worker_until
 from qsim.engine import EXIT_DRAINED, AsyncQueue, Job, JobContext, Worker
 from qsim.engine.context import RunContext
+from qsim.engine.hooks import ColdStart
 from qsim.engine.metrics import WorkerMetrics
 from qsim.errors import UnrecoverableError
 
@@ -120,3 +122,92 @@ def test_a_job_without_a_worker_says_so() -> None:
         asyncio.run(job.progress(1))
     with pytest.raises(RuntimeError, match="needs a job run by a Worker"):
         asyncio.run(job.children_values())
+
+
+class Lifecycle:
+    """A lifecycle hook that notes when it starts and stops, and what the worker was doing then."""
+
+    def __init__(self, name: str, calls: list[tuple[str, str, int]], fail: bool = False) -> None:
+        self.name, self.calls, self.fail = name, calls, fail
+
+    async def on_start(self, worker: Any) -> None:
+        self.calls.append(("start", self.name, worker.processed))
+        if self.fail:
+            raise RuntimeError(f"{self.name} cannot start")
+
+    async def on_stop(self, worker: Any) -> None:
+        self.calls.append(("stop", self.name, worker.processed))
+
+
+def test_lifecycle_hooks_start_before_the_work_and_stop_after_it_in_reverse(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("life", redis=redis_url)
+        for i in range(3):
+            await q.add("t", i)
+
+        async def handler(job: Job) -> int:
+            return int(job.data)
+
+        # Given a worker with two lifecycle hooks and an attempt hook
+        calls: list[tuple[str, str, int]] = []
+        w = Worker("life", handler, redis=redis_url, **FAST)
+        w.add_hook(Lifecycle("a", calls))
+        w.add_hook(Lifecycle("b", calls))
+        rec = Recorder()
+        w.add_hook(rec)
+        # When it runs three jobs and is closed
+        assert await run_worker_until(w, done(q, 3, "completed")) == EXIT_DRAINED
+        # Then the hooks started in order before any job, and stopped in reverse after the last
+        assert calls == [("start", "a", 0), ("start", "b", 0), ("stop", "b", 3), ("stop", "a", 3)]
+        assert len(rec.calls) == 6  # the attempt hook is not a lifecycle one (and the other way round)
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_a_lifecycle_hook_that_fails_to_start_ends_the_run_and_the_started_ones_stop(redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("life2", redis=redis_url)
+        await q.add("t", 1)
+
+        async def handler(job: Job) -> int:
+            return 1
+
+        calls: list[tuple[str, str, int]] = []
+        w = Worker("life2", handler, redis=redis_url, **FAST)
+        for hook in (Lifecycle("a", calls), Lifecycle("b", calls, fail=True), Lifecycle("c", calls)):
+            w.add_hook(hook)
+        with pytest.raises(RuntimeError, match="b cannot start"):
+            await w.run()
+        # only the hooks that started are stopped; no job was taken, and the worker can run again
+        assert calls == [("start", "a", 0), ("start", "b", 0), ("stop", "a", 0)]
+        assert (await q.counts())["waiting"] == 1
+        assert await w.close() == EXIT_DRAINED
+        await q.close()
+
+    asyncio.run(main())
+
+
+def test_a_cold_start_takes_no_work_before_its_time_then_says_it_is_ready(redis_url: str) -> None:
+    async def main() -> None:
+        import redis.asyncio
+
+        q = AsyncQueue("cold", redis=redis_url)
+        await q.add("t", 1)
+        started: list[float] = []
+
+        async def handler(job: Job) -> int:
+            started.append(time.time())
+            return 1
+
+        at = time.time() + 0.5
+        w = Worker("cold", handler, redis=redis_url, **FAST)
+        w.add_hook(ColdStart(at, "cold:ready"))
+        assert await run_worker_until(w, done(q, 1, "completed")) == EXIT_DRAINED
+        assert started and started[0] >= at
+        client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+        assert await client.lrange("cold:ready", 0, -1) == [w.id]
+        await client.aclose()
+        await q.close()
+
+    asyncio.run(main())

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from qsim.engine import Queue
+from qsim.engine.safety import CONFIRM_OPTION
 from qsim.errors import NotSupportedError
 from qsim.harness.server import free_port
 from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.mix import JobMix, PayloadSource, arrival_rates
-from qsim.safety import CONFIRM_OPTION
-from qsim.scenario import Scenario
 from qsim.scenarios import load
+from qsim.spec.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Enqueue count tolerance: constant pacing on a fixed grid gives rate x window within
@@ -255,6 +255,60 @@ def test_a_bad_scenario_is_refused_with_its_name(tmp_path: Path) -> None:
     assert "missing.toml" in proc.stderr
 
 
+def test_engine_limits_of_the_scenario_are_refused_before_workers_start(tmp_path: Path) -> None:
+    # Given a wrr pool with a fractional weight (it was a traceback with --start-workers; 1.9 ran as 1)
+    path = tmp_path / "w.toml"
+    path.write_text('name = "w"\nduration = 5.0\n[[queues]]\nname = "a"\n[[queues]]\nname = "b"\n[[jobs]]\n'
+                    'name = "j"\nqueue = "a"\narrival = { kind = "poisson", rate = 2.0 }\n'
+                    'service = { kind = "constant", mean = 0.01 }\n[[pools]]\nname = "p"\nqueues = ["a", "b"]\n'
+                    'policy = "wrr"\nweights = { a = 0.5 }\n')
+    proc = locust("-t", "2s", "--scenario", str(path), "--start-workers", timeout=30)
+    # Then Locust exits 2 naming the key, with no traceback
+    assert proc.returncode == 2, explain(proc)
+    assert "pools[0].weights.a must be a whole number >= 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("extra, said", [("window = 1e-9", "window = 1e-09: windows of 1e-09 s"),
+                                         ("rate = 1e12", "jobs[0].arrival: 1e+12 jobs/s for 60 s")])
+def test_a_run_too_large_for_memory_is_refused_before_any_producer_starts(extra: str, said: str,
+                                                                          tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    rate = extra.split("= ")[1] if extra.startswith("rate") else "5.0"
+    path.write_text(f'name = "big"\nduration = 60.0\n{extra if extra.startswith("window") else ""}\n[[queues]]\n'
+                    f'name = "q"\n[[jobs]]\nname = "a"\nqueue = "q"\narrival = {{ kind = "poisson", rate = {rate} }}\n'
+                    'service = { kind = "constant", mean = 0.01 }\n[[pools]]\nname = "p"\nqueues = ["q"]\n')
+    proc = locust("-t", "2s", "--scenario", str(path), "--redis-url", f"redis://127.0.0.1:{free_port()}/0",
+                  timeout=60)
+    assert proc.returncode == 2, explain(proc)
+    assert said in proc.stderr and "more than this machine's" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_qsim_help_lists_every_qsim_option() -> None:
+    from qsim.loadtest.config import HELP_OPTION, add_arguments
+
+    class Group:
+        def __init__(self) -> None:
+            self.options: list[str] = []
+
+        def add_argument(self, *names: str, **_: object) -> None:
+            self.options += [n for n in names if n.startswith("--")]
+
+    group = Group()
+    add_arguments(type("Parser", (), {"add_argument_group": lambda self, *a, **k: group})())
+    assert {"--target", "--time-scale", "--redis-url", "--scenario", HELP_OPTION} <= set(group.options)
+    proc = subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests", HELP_OPTION], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, explain(proc)
+    help_text = proc.stdout
+    missing = [o for o in group.options if o not in help_text]
+    assert not missing and "--headless" in help_text, (missing, help_text[-3000:])
+    # Locust's own --help is printed before the locustfile is imported (locustio/locust#2917): when a Locust
+    # release lists a locustfile's options there, docs/how-to/locust.md and qsim/loadtest/config.py can say so
+    plain = subprocess.run([sys.executable, "-m", "locust", "-f", "loadtests", "--help"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0 and "--time-scale" not in plain.stdout and "--headless" in plain.stdout
+
+
 # --------------------------------------------------------------------------- the Locust-free parts
 
 def test_locust_free_parts_do_not_import_locust() -> None:
@@ -320,8 +374,8 @@ def test_config_sizes_producers_and_validates() -> None:
 
 
 def test_model_scenario_of_a_load_test() -> None:
-    from qsim.dists import ConstantArrivals, PoissonArrivals, TraceArrivals
     from qsim.loadtest.compare import load_test_scenario, predict
+    from qsim.spec.dists import ConstantArrivals, PoissonArrivals, TraceArrivals
 
     s = _scenario()
     # rates x scale, the pacing's arrival kind, the window as duration, no warm-up
@@ -338,3 +392,77 @@ def test_model_scenario_of_a_load_test() -> None:
     got = predict(replay)["parent"]
     assert got["jobs"] == 3 and got["runs"] == 1
     assert got["latency"]["p50"] == pytest.approx(0.1, abs=1e-6)  # constant 0.1 s service, no queueing
+
+
+@pytest.mark.redis
+@pytest.mark.long
+def test_a_distributed_run_is_judged_by_the_master_on_every_workers_jobs(redis_url: str, tmp_path: Path) -> None:
+    # Given a Locust master and one worker, two separate processes as on two machines, with thresholds
+    # (whole-run and per-window) the master is to judge
+    port = str(free_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "QSIM_", "LOCUST_"))}
+    worker = subprocess.Popen([sys.executable, "-m", "locust", "-f", "loadtests", "--worker", "--master-port", port,
+                               "--scenario", "workshop", "--redis-url", redis_url],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # When the master runs the workshop for 3 s with its pool started
+        proc = locust("--master", "--expect-workers", "1", "--master-bind-port", port, "-u", "2", "-r", "2",
+                      "-t", "3s", "--scenario", "workshop", "--redis-url", redis_url, "--start-workers",
+                      "--run-id", "lt-dist", "--drain", "15", "--slo", "lost==0",
+                      "--slo", "p95_wait<=60 in 90% of windows", "--slo", "p95_wait<=0.0001 in every window",
+                      timeout=120)
+    finally:
+        try:
+            worker_out, _ = worker.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker_out, _ = worker.communicate()
+    why = explain(proc) + "\n--- worker ---\n" + worker_out[-3000:]
+    # Then the master judged the jobs the worker added (it added none itself), whole-run and per window,
+    # and the missed threshold fails the run
+    assert "judging the jobs of 1 Locust worker(s)" in proc.stderr, why
+    title = re.search(r"qsim load test lt-dist \(qsim engine\): (\d+) jobs, (\d+) completed", proc.stderr)
+    assert title, why
+    with Queue("orders", redis=redis_url) as q:
+        added = q.counts()["completed"] + q.counts()["dead"]
+    assert int(title.group(1)) == added >= 6 * 3 - COUNT_SLACK, why
+    assert re.search(r"lost==0 +0 +pass", proc.stderr), why
+    assert re.search(r"p95_wait<=60 in 90% of windows +1 +pass", proc.stderr), why
+    assert re.search(r"p95_wait<=0.0001 in every window +[0-9.]+ +FAIL", proc.stderr), why
+    assert proc.returncode == 1, why
+
+
+def test_abort_on_fail_is_refused_in_a_distributed_run() -> None:
+    proc = locust("--processes", "2", "-t", "2s", "--slo", "lost==0", "--abort-on-fail", timeout=180)
+    assert proc.returncode == 2, explain(proc)
+    assert "--abort-on-fail watches the jobs one Locust process sees" in proc.stderr, explain(proc)
+
+
+@pytest.mark.redis
+def test_a_bullmq_load_test_on_a_host_name_ends(redis_url: str, tmp_path: Path) -> None:
+    # Given the BullMQ target on a Redis named by host name (`localhost`: asyncio resolves it in its default
+    # executor, whose threads once outlived the loop, so Locust hung at exit) and no BullMQ worker
+    scenario_file = tmp_path / "short.toml"
+    scenario_file.write_text(textwrap.dedent("""
+        name = "short"
+        seed = 1
+        duration = 6.0
+        [[queues]]
+        name = "orders"
+        [[jobs]]
+        name = "cut"
+        queue = "orders"
+        arrival = { kind = "poisson", rate = 20.0 }
+        service = { kind = "constant", mean = 0.01 }
+        [[pools]]
+        name = "workers"
+        queues = ["orders"]
+        """))
+    url = re.sub(r"//[^:/]+:", "//localhost:", redis_url)
+    # When the load test runs (its jobs stay waiting: no worker takes them)
+    proc = locust("--scenario", str(scenario_file), "--redis-url", url, "--target", "bullmq", "--drain", "2",
+                  "--run-id", "lt-host", "--slo", "lost==0", timeout=90)
+    # Then Locust reports and exits by itself, with the verdict of its threshold
+    assert "qsim load test lt-host (BullMQ)" in proc.stderr and "thresholds passed: 1 of 1" in proc.stderr, \
+        explain(proc)
+    assert proc.returncode == 0, explain(proc)

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qsim.dists import BurstArrivals, PoissonArrivals, ProfileArrivals, RateProfile, TraceArrivals
 from qsim.engine import Queue
 from qsim.errors import JobNotFound
 from qsim.loadtest.compare import load_test_scenario
@@ -22,8 +21,10 @@ from qsim.loadtest.config import LoadTestConfig
 from qsim.loadtest.mix import arrival_rates, peak_rates
 from qsim.loadtest.schedule import Schedule, scheduled_types
 from qsim.loadtest.timescale import time_scaled
-from qsim.scenario import Scenario
-from qsim.workload import draw_jobs
+from qsim.spec.dists import BurstArrivals, PoissonArrivals, ProfileArrivals, RateProfile, TraceArrivals
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import draw_jobs
+from waiting import timing_allowance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,7 +153,7 @@ def test_headless_locust_adds_per_window_follow_the_profile(redis_url: str, tmp_
         at = np.array([float(j.enqueued_at) for j in jobs])  # type: ignore[union-attr,arg-type]
     t0 = float(np.min(at - drawn))  # the window opened here (Redis clock): no add comes before its time
     late = at - t0 - drawn
-    assert np.percentile(late, 99) < LATE, np.percentile(late, [50, 99, 100])
+    assert np.percentile(late, 99) < timing_allowance(LATE), np.percentile(late, [50, 99, 100])
     # ... so the adds per 4 s window follow the profile: 50, 150, 50 jobs/s (Poisson noise allowed)
     counts = per_window(at - t0, 4.0, 3)
     expected = np.array([fast.job("day").arrival.profile.cumulative(b) - fast.job("day").arrival.profile.cumulative(a)  # type: ignore[union-attr]

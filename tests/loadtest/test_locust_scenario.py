@@ -15,7 +15,8 @@ import pytest
 
 from qsim.engine import Queue
 from qsim.loadtest.schedule import Schedule, scheduled_types
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
+from waiting import timing_allowance
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a scheduled add may come after its drawn time (gevent scheduling on a loaded machine).
@@ -96,13 +97,13 @@ def test_bursts_and_traces_arrive_as_scheduled_and_flows_go_through_the_flow_pro
     with Queue("q", redis=redis_url) as q, Queue("inv", redis=redis_url) as inv:
         burst = [q.get_job(f"lt-s-burst-{n}") for n in range(20)]
         traced = [q.get_job(f"lt-s-traced-{n}") for n in range(len(TRACE))]
-        # at their drawn times (Redis clock, from the first batch): batches of 5 every 0.5 s, the trace as written
-        t0 = min(float(job.enqueued_at) for job in burst[:5])  # type: ignore[arg-type]
-        for n, job in enumerate(burst):
-            late = job.enqueued_at - t0 - 0.5 * (n // 5)  # type: ignore[operator]
-            assert -0.05 < late < LATE, (n, late)
-        for at, job in zip(TRACE, traced):
-            assert -0.05 < job.enqueued_at - t0 - at < LATE, (at, job.enqueued_at - t0)  # type: ignore[operator]
+        # at their drawn times (Redis clock): batches of 5 every 0.5 s, the trace as written; the schedule's origin
+        # is its earliest add, so every add's lateness is >= 0 and the spread of them is what is checked
+        drawn = [0.5 * (n // 5) for n in range(len(burst))] + list(TRACE)
+        added = [float(job.enqueued_at) for job in [*burst, *traced]]  # type: ignore[union-attr,arg-type]
+        t0 = min(a - d for a, d in zip(added, drawn))
+        late = [a - t0 - d for a, d in zip(added, drawn)]
+        assert max(late) < timing_allowance(LATE), list(zip(drawn, late))
         # and each flow parent came with its children, ran after them, and completed
         added = int(rows[("enqueue", "invoice")]["Request Count"])
         assert 1 <= added <= 7 and int(rows[("job", "invoice")]["Request Count"]) == added

@@ -67,10 +67,20 @@ function seedOf(...parts) {
   return h >>> 0;
 }
 
+// The JSON config of argv[2]; what it leaves out is read from the environment qsim gives a worker
+// command (qsim compare --target bullmq --worker-command): REDIS_URL, QSIM_QUEUE, QSIM_PREFIX,
+// QSIM_CONCURRENCY, QSIM_WORKER_ID (the worker's name).
 function config() {
   const raw = process.argv[2];
-  if (!raw) throw new Error('usage: node script.js \'<JSON config>\'');
-  return JSON.parse(raw);
+  const env = process.env;
+  if (!raw && !env.QSIM_QUEUE) throw new Error('usage: node script.js \'<JSON config>\' (or set QSIM_QUEUE and REDIS_URL)');
+  const cfg = raw ? JSON.parse(raw) : {};
+  if (cfg.redis === undefined && env.REDIS_URL) cfg.redis = env.REDIS_URL;
+  if (cfg.queue === undefined && env.QSIM_QUEUE) cfg.queue = env.QSIM_QUEUE;
+  if (cfg.prefix === undefined && env.QSIM_PREFIX) cfg.prefix = env.QSIM_PREFIX;
+  if (cfg.concurrency === undefined && env.QSIM_CONCURRENCY) cfg.concurrency = parseInt(env.QSIM_CONCURRENCY, 10);
+  if (cfg.name === undefined && env.QSIM_WORKER_ID) cfg.name = env.QSIM_WORKER_ID;
+  return cfg;
 }
 
 // Wait until `worker` is connected, print "ready", then close it and exit on SIGTERM/SIGINT.

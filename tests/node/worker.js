@@ -1,6 +1,8 @@
 // A BullMQ worker with a known service distribution; runs until SIGTERM/SIGINT.
 //
 // node worker.js '<JSON config>'
+//   (without it, or for what it leaves out: REDIS_URL, QSIM_QUEUE, QSIM_PREFIX, QSIM_CONCURRENCY and
+//   QSIM_WORKER_ID from the environment, as qsim compare --target bullmq --worker-command sets them)
 //   redis, prefix, queue     as for producer.js
 //   concurrency              jobs at once (default 1)
 //   name                     worker name (BullMQ 5 stores it in each job as `pb`); optional

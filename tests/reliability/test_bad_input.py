@@ -16,6 +16,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from qsim.engine import AsyncQueue, Job, Queue, Worker
 from qsim.errors import PayloadError
@@ -73,7 +74,7 @@ def fuzz_queue(redis_server: RedisServer) -> Iterator[tuple[Queue, redis.Redis]]
     r.close()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=bad_payload, bulk=st.booleans())
 def test_fuzzed_bad_payloads_raise_payload_error_and_write_nothing(
     fuzz_queue: tuple[Queue, redis.Redis], data: Any, bulk: bool
@@ -107,7 +108,7 @@ def test_oversized_payloads_are_refused(fuzz_queue: tuple[Queue, redis.Redis]) -
     assert r.dbsize() == 0
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=valid_json)
 def test_fuzzed_valid_payloads_round_trip_exactly(fuzz_queue: tuple[Queue, redis.Redis], data: Any) -> None:
     q, _ = fuzz_queue

@@ -37,3 +37,5 @@ def test_kill_storm_loses_nothing_and_duplicates_only_jobs_held_at_a_kill(own_re
     assert b["completed_once"] == 1000 and b["lost"] == 0 and b["completed_more_than_once"] == 0
     assert 0 < rep["throughput_ratio"] < 1.5
     assert not any("exited on its own" in s for s in lines)
+    # and every worker exited within 20 s of the SIGTERM that ended each phase
+    assert not any("did not stop" in s for s in lines), "\n".join(lines)

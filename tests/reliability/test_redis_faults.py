@@ -187,7 +187,8 @@ def test_redis_paused_longer_than_the_lock(own_redis: RedisServer, tmp_path: Pat
         assert [p.poll() for p in procs] == [None, None, None]
         o = outcome(url, prod.acked)
         assert len(prod.acked) == 400 and o["completed"] == 400 and o["lost"] == 0 and o["dead"] == 0
-        # and the report says what happened to the jobs whose locks expired during the pause
+        # and the report says what happened to the jobs active at the pause (``held``: the ones fetched between
+        # that snapshot and the SIGSTOP, a few on a busy machine, are not in it)
         recs, runs = o["recs"], o["runs"]
         stalled = sorted(j for j in held if recs[j].stalled)
         kept = sorted(j for j in held if not recs[j].stalled)
@@ -195,14 +196,16 @@ def test_redis_paused_longer_than_the_lock(own_redis: RedisServer, tmp_path: Pat
               f"{len(kept)} kept by their worker (its renewal or completion reached Redis first), "
               f"{len(stalled)} put back by a stalled check and run again "
               f"({sum(1 for j in stalled if runs.get(j, 0) > 1)} of them executed twice); "
-              f"jobs executed twice overall: {len(o['duplicates'])}")
-        assert len(stalled) + len(kept) == len(held)
-        for j in stalled:
-            assert [a.outcome for a in recs[j].attempts][-2:] == ["stalled", "completed"]
-        for j in kept:
-            assert runs[j] == 1 and [a.outcome for a in recs[j].attempts] == ["completed"]
-        # a job ran twice only if its lock expired during the pause
-        assert set(o["duplicates"]) <= set(stalled)
+              f"jobs executed twice overall: {len(o['duplicates'])}, stalled overall: "
+              f"{sum(1 for j in prod.acked if recs[j].stalled)}")
+        # and each job ran once, plus once per lock that expired (a stall: the pause, or a worker starved of CPU
+        # for longer than half a lock) and per failed attempt (a handler's own write cut short by the pause): every
+        # execution is one attempt in the job's log, the last one its completion
+        for j in prod.acked:
+            outcomes = [a.outcome for a in recs[j].attempts]
+            assert outcomes[-1] == "completed" and set(outcomes[:-1]) <= {"stalled", "failed"}, (j, outcomes)
+            assert outcomes.count("stalled") == recs[j].stalled, (j, outcomes, recs[j].stalled)
+            assert 1 <= runs.get(j, 0) <= len(outcomes), f"job {j} ran {runs.get(j, 0)} times, its log: {outcomes}"
         assert stop_workers(procs) == [0, 0, 0]
     finally:
         r.close()
@@ -241,10 +244,14 @@ def test_redis_at_its_maxmemory_with_noeviction_loses_and_repeats_nothing(tmp_pa
     q = Queue("q", redis=full.url)
     r = redis.Redis.from_url(full.url, decode_responses=True)
     try:
-        # When a producer adds jobs of ~1 KB (one in ten runs 1 s, longer than the lock) until well past the limit
+        # When a producer adds jobs of ~1 KB (one in ten runs 1 s, longer than the lock) until Redis refuses one,
+        # then goes on adding for 3 s more (5 locks: the workers renew and complete at the limit). How many adds
+        # fit depends on how fast the workers complete meanwhile (a busy machine: fewer), so it adds until the
+        # first refusal, however many adds that takes (bounded: 5,000 completed jobs of 1 KB hold more than 5 MB).
         acked, refused, errors = [], [], set()
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 5.0:
+        first_refusal = None
+        while first_refusal is None or time.monotonic() - first_refusal < 3.0:
+            assert len(acked) < 5_000, f"no add refused after {len(acked)} jobs of 1 KB in a Redis of 5 MB"
             jid = f"p{len(acked) + len(refused)}"
             try:
                 q.add("t", {"pad": "x" * 900, "sleep": 1.0 if len(acked) % 10 == 0 else 0.01}, job_id=jid)
@@ -252,9 +259,10 @@ def test_redis_at_its_maxmemory_with_noeviction_loses_and_repeats_nothing(tmp_pa
             except EngineError as e:
                 refused.append(jid)
                 errors.add(str(e).split(":")[0])
+                first_refusal = first_refusal or time.monotonic()
                 time.sleep(0.01)
             time.sleep(0.002)
-        used, limit = r.info("memory")["used_memory"], 5 * 1024 * 1024
+        used = r.info("memory")["used_memory"]
         wait_until(lambda: all_done(full.url, len(acked)), timeout=60, interval=0.1)
         recs = {x.id: x for x in q.job_records()}
         runs = Counter(s.split(":")[0] for s in rec.lrange("test:started", 0, -1))

@@ -86,7 +86,8 @@ def test_sigterm_under_load_grace_longer_than_jobs_drains_everything(
           f"still waiting {f['waiting']}, lost {f['lost']}")
     # Then every started job finishes, none is cut off, nothing new starts, nothing is lost. "active" at the
     # signal also counts jobs whose fetch reply was still on its way: those are handed back unstarted.
-    assert codes == [EXIT_DRAINED] * 3 and took < 5
+    # The workers stop when their jobs end, not when their grace does (about 1 s here; up to 6 s on a busy machine)
+    assert codes == [EXIT_DRAINED] * 3 and took < 10.0
     assert f["interrupted"] == 0 and f["active"] == 0 and f["lost"] == 0
     assert f["completed"] + f["handed_back"] >= active and f["completed"] + f["waiting"] == 100
     assert f["completed"] >= 40  # most of the 56+ active jobs had started; a hand-back is the exception
@@ -112,7 +113,10 @@ def test_sigterm_under_load_grace_shorter_than_jobs_hands_them_back(
           f"lost {f['lost']}")
     # Then the workers stop soon with exit code 3, and every job they held is back in the queue (attempt not
     # counted): each started one cut off, those whose fetch was in flight at the signal unstarted
-    assert codes == [EXIT_CUT_OFF] * 3 and took < 5
+    # (a worker none of whose jobs had started at the signal, as on a busy machine, hands them all back unstarted
+    # and exits 0: it cut nothing off)
+    assert set(codes) <= {EXIT_CUT_OFF, 0} and EXIT_CUT_OFF in codes and took < 5
+    assert 0 < f["interrupted"] <= 20 * codes.count(EXIT_CUT_OFF)
     assert f["interrupted"] == f["started"] and f["handed_back"] >= active >= 55
     assert f["completed"] == 0 and f["active"] == 0 and f["waiting"] == 80 and f["lost"] == 0
     # And a new worker runs the handed-back jobs to completion

@@ -12,14 +12,16 @@ import pytest
 
 from qsim.advise import Advice, Unavailable, advise_from, changes, parse_window
 from qsim.advise.capacity import EXIT_MARGIN, attempts_per_job, search_range, shutdown_for
-from qsim.analysis.plan import parse_slo, plan
+from qsim.analysis.plan import plan
+from qsim.analysis.slo.language import parse_slo
 from qsim.analysis.theory import mmc_wait_quantile
 from qsim.calibrate import Calibration, from_frame
 from qsim.cli import main
 from qsim.cli.common import finite
 from qsim.errors import ScenarioError
 from qsim.model import simulate
-from qsim.scenario import QueueSpec, RateLimit, Scenario
+from qsim.spec.redis_cost import describe
+from qsim.spec.scenario import QueueSpec, RateLimit, Scenario
 
 RATE, MEAN, CONC = 10.0, 0.5, 2
 FAST = {"replications": 5, "jobs_per_run": 5000, "processes": 1}
@@ -76,6 +78,8 @@ def test_a_rate_limit_below_the_arrivals_is_said_in_words(cal: Calibration) -> N
     doc = a.as_json()
     assert doc["recommended_workers"] is None and doc["reason"] == a.reason and doc["concurrency"] == CONC
     assert "no worker count can meet p95_wait<=2" in repr(a)
+    # no recommendation: no Redis load either
+    assert doc["redis"] is None and "redis:" not in repr(a)
 
 
 def test_a_concurrency_limit_below_the_load_is_said_in_words(cal: Calibration) -> None:
@@ -101,6 +105,26 @@ def test_an_slo_below_the_service_time_is_met_by_no_count(cal: Calibration) -> N
     assert "no worker count from 3 to" in a.reason and "p95_latency" in a.reason
     b = advise_from(cal, "p95_wait<=2", max_workers=2, **FAST)
     assert b.recommended_workers is None and b.reason is not None and "--max-workers 2" in b.reason
+
+
+def test_redis_load_of_the_recommendation_and_its_ceiling(cal: Calibration) -> None:
+    a = advise_from(cal, "p95_wait<=0.6", **FAST)
+    r = a.as_json()["redis"]
+    # priced at the recommendation's workers and the queue's rate, as the plan of its scenario prices it
+    assert a.plan is not None and r == a.plan["redis"] and r["workers"] == a.recommended_workers
+    assert r["throughput"] == pytest.approx(RATE, rel=0.1) and r["source"] == "default"
+    assert r["utilization"] == pytest.approx(r["throughput"] * r["cpu_per_job_us"] / 1e6, rel=0.05)
+    assert not r["above_ceiling"] and not any(w.startswith("Redis:") for w in a.warnings)
+    assert [line.strip() for line in repr(a).splitlines() if line.strip().startswith("redis: ")] == [describe(r)]
+    # a costlier Redis above a lower ceiling: flagged, the same sentence in the warnings and the text
+    b = advise_from(cal, "p95_wait<=0.6", redis_cpu_per_job_us=1e6 / RATE, redis_ceiling=0.5, **FAST)
+    rb = b.as_json()["redis"]
+    assert b.recommended_workers == a.recommended_workers and rb["above_ceiling"] and rb["ceiling"] == 0.5
+    assert rb["source"] == "--redis-cpu-per-job" and rb["utilization"] > 0.9
+    assert any(w.startswith("Redis: the recommended point implies") for w in b.warnings)
+    assert "ABOVE the ceiling 50%" in repr(b)
+    with pytest.raises(ScenarioError, match="--redis-ceiling must be a share of one Redis core"):
+        advise_from(cal, "p95_wait<=0.6", redis_ceiling=1.5, **FAST)
 
 
 def test_json_repr_html_and_toml(cal: Calibration, tmp_path: Path) -> None:

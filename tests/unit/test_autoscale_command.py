@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from qsim import Scenario, ScenarioError
-from qsim.analysis.autoscale import attainment, recovery, static_scenario, with_policy
-from qsim.analysis.plan import parse_slo
-from qsim.analysis.policies import autoscale
+from qsim.analysis.autoscaling.baseline import static_scenario
+from qsim.analysis.autoscaling.contest import AutoscaleResult, autoscale
+from qsim.analysis.autoscaling.runs import attainment, recovery, with_policy
+from qsim.analysis.slo.language import parse_slo
 from qsim.analysis.theory import mmc_wait_quantile
-from qsim.scenario_toml import write_toml
+from qsim.spec.toml_writer import write_toml
 
 SLO = "p95_wait<=2 in 90% of windows"
 
@@ -53,6 +54,9 @@ def test_policies_side_by_side_with_the_static_peak() -> None:
     assert peak["worker_seconds"] == pytest.approx(peak["workers"] * 1200.0)
     assert peak["meets_slo"]
     assert doc["best"] in (None, "hpa", "step")
+    # And the answer is typed, its JSON the plain document's
+    assert isinstance(doc, AutoscaleResult) and doc.best == doc["best"] and doc.static_peak == peak
+    assert set(doc.policies) == {"hpa", "step"} and json.dumps(doc) == json.dumps(doc.to_dict())
 
 
 def test_parameters_come_from_the_slo_unless_the_scenario_gives_them() -> None:
@@ -79,21 +83,36 @@ def test_attainment_and_recovery_read_the_windows() -> None:
 
 def test_tune_keeps_the_cheapest_point_that_meets_the_slo() -> None:
     s = step_load(policy="step", up_when=2.0, down_when=0.5, up_delay=15.0, down_delay=120.0)
-    doc = autoscale(s, SLO, tune_policy="step", vary={"autoscalers.p.up_when": [0.5, 2.0, 8.0],
+    doc = autoscale(s, SLO, tune_policy="step", vary={"autoscalers.p.up_when": [1.0, 2.0, 8.0],
                                                       "autoscalers.p.min": [1, 10]},
                     replications=2, processes=1, static=False)
     tuned = doc["tuned"]
-    meeting = [p for p in tuned["points"] if p["meets_slo"]]
-    assert len(tuned["points"]) == 6 and meeting
+    # Every grid point ran on the first training seed, beside the policy as configured
+    assert len(tuned["points"]) == 7 and sum(p["configured"] for p in tuned["points"]) == 1
+    assert {tuple(sorted(p["params"].items())) for p in tuned["points"] if not p["configured"]} == \
+        {(("autoscalers.p.min", m), ("autoscalers.p.up_when", u)) for m in (1, 10) for u in (1.0, 2.0, 8.0)}
+    # The survivors (the best third, and the configured one) ran on both, and the tuned point is the cheapest of
+    # them meeting the SLO
+    full = [p for p in tuned["points"] if p["seeds"] == 2]
+    assert 2 <= len(full) <= 4 and any(p["configured"] for p in full)
+    meeting = [p for p in full if p["meets_slo"]]
+    assert meeting
     cheapest = min(meeting, key=lambda p: p["worker_seconds"])
     assert tuned["point"] == cheapest["params"]
-    assert tuned["params"]["up_when"] == cheapest["params"]["autoscalers.p.up_when"]
-    assert doc["best"] in (*doc["policies"], "step-tuned")
+    assert tuned["params"]["up_when"] == cheapest["params"].get("autoscalers.p.up_when", 2.0)
+    assert doc["best"] in (*doc["policies"], "step-tuned", None)
+    # And the tuned point and the policy as configured were judged again on held-out seeds
+    assert tuned["seeds"]["held_out"] and not set(tuned["seeds"]["held_out"]) & set(tuned["seeds"]["train"])
+    assert tuned["held_out"]["replications"] == 2 and tuned["configured_held_out"]["replications"] == 2
+    assert doc["policies"]["step"]["tuned"]["point"] == tuned["point"]
 
 
 def test_bad_input_is_named(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="--policy must be one of"):
         autoscale(step_load(), SLO, policies=["knative"], processes=1)
+    with pytest.raises(ScenarioError, match=r"--vary autoscalers.p.up_when: down_when must be < up_when \(0.5\)"):
+        autoscale(step_load(policy="step", up_when=2.0, down_when=0.5), SLO, tune_policy="step",
+                  vary={"autoscalers.p.up_when": [0.5, 2.0]}, processes=1, static=False)
     with pytest.raises(ScenarioError, match="is not a parameter of the autoscaler"):
         autoscale(step_load(), SLO, tune_policy="hpa", vary={"jobs.j.service.mean": [1.0]}, processes=1,
                   static=False)
@@ -127,14 +146,15 @@ def ramp() -> Scenario:
 def test_tune_lands_within_one_worker_of_erlang_c_per_segment() -> None:
     # Given two long segments (4 then 12 jobs/s of exponential 1 s jobs, a ramp between) and the qsim policy
     # (the advisor's recommendation for p95 wait <= 2 s), whose advice window and scale-down window --tune searches
+    from qsim.advise.load import advisors
+
     s = ramp()
     doc = autoscale(s, "p95_wait<=2", tune_policy="qsim", vary={"autoscalers.p.window": [60.0, 300.0],
                                                                "autoscalers.p.scale_down_stabilization": [600.0]},
-                    replications=2, processes=1, static=False)
+                    replications=2, processes=1, static=False, advisors=advisors)
     tuned = doc["tuned"]
     assert tuned["params"] is not None, tuned["points"]
     # When the tuned policy runs
-    from qsim.analysis.autoscale import advisors
     from qsim.model import simulate
 
     best = with_policy(s, "p", "qsim", parse_slo("p95_wait<=2"), window=tuned["params"]["window"])

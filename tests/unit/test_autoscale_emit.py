@@ -12,8 +12,8 @@ from waiting import ROOT
 
 from qsim import Scenario, ScenarioError
 from qsim.advise.live import ADVICE_METRICS
-from qsim.analysis.manifest import METRICS_PORT, PROMETHEUS, manifest
-from qsim.analysis.policies import policy_table
+from qsim.analysis.autoscaling.contest import policy_table
+from qsim.autoscale.manifest import METRICS_PORT, PROMETHEUS, manifest
 
 KUBE = ROOT / "deploy" / "kubernetes"
 #: What qsim exports: the advice's gauges, the workers' and the queue collector's metrics (qsim/engine/metrics.py).
@@ -103,11 +103,11 @@ def test_the_step_policy_has_no_manifest() -> None:
 
 def test_the_cli_emits_a_file_that_parses(tmp_path: Path) -> None:
     from qsim.cli import main
-    from qsim.scenario_toml import write_toml
+    from qsim.spec.toml_writer import write_toml
 
     path = write_toml(scenario(target=8), tmp_path / "orders.toml")
     out = tmp_path / "so.yaml"
     assert main([ "autoscale", str(path), "--slo", "p95_wait<=2", "--replications", "1", "--processes", "1",
                   "--no-static", "--emit", "keda", str(out), "--json"]) == 0
-    (so,) = [d for d in yaml.safe_load_all(out.read_text()) if d]
-    assert so["metadata"]["name"] == "orders-worker"
+    (so, deployment) = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    assert so["metadata"]["name"] == deployment["metadata"]["name"] == "orders-worker"

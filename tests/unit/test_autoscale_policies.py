@@ -11,7 +11,7 @@ import math
 import pytest
 
 from qsim.autoscale import HPA, Observation, ScalingRules, Step, Tally, TargetTracking, WindowStats
-from qsim.scenario_autoscale import ScalePolicySpec
+from qsim.spec.autoscaler import ScalePolicySpec
 from qsim.autoscale.hpa import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, ScaleEvents, proposal, scale_down_limit, \
     scale_up_limit
 
@@ -143,9 +143,13 @@ def test_activation_and_cooldown_between_zero_and_one() -> None:
     assert run(hpa, polls, 0) == [0, 0, 1, 3, 1, 1, 0, 0, 0]
 
 
-def test_cooldown_counts_from_the_first_poll() -> None:
+def test_a_never_active_target_waits_the_initial_cooldown_from_creation() -> None:
+    # KEDA's initialCooldownPeriod (default 0): a target never active goes to zero at the first check
     hpa = HPA(min=0, max=10, target=5, cooldown=60, scale_down=NO_STABILIZATION)
-    assert run(hpa, [(0, 0), (60, 0), (90, 0)], 2) == [1, 1, 0]
+    assert run(hpa, [(0, 0), (60, 0), (90, 0)], 2) == [0, 0, 0]
+    # 60 s of it: the HPA (min 1) holds one replica until 60 s after the first check
+    hpa = HPA(min=0, max=10, target=5, cooldown=300, initial_cooldown=60, scale_down=NO_STABILIZATION)
+    assert run(hpa, [(0, 0), (30, 0), (60, 0)], 2) == [1, 1, 0]
 
 
 # ------------------------------------------------------------------ the metric an HPA reads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import tomllib
@@ -11,10 +12,11 @@ from typing import Any
 import pytest
 
 from qsim import Scenario, ScenarioError
-from qsim.dists import Constant, Exponential
-from qsim.scenario import AutoscalerSpec, ScalePolicySpec
-from qsim.scenario_autoscale import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, QSIM_SCALE_DOWN
-from qsim.scenario_toml import to_toml
+from qsim.spec.autoscaler import AUTOSCALER_KEYS, COMMON_KEYS, DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, POLICY_PARAMS, \
+    POLICY_SPECS, QSIM_SCALE_DOWN, HpaSpec, PredictiveSpec, StepSpec
+from qsim.spec.dists import Constant, Exponential
+from qsim.spec.scenario import AutoscalerSpec, ScalePolicySpec
+from qsim.spec.toml_writer import to_toml
 
 BASE: dict[str, Any] = {
     "name": "scaled", "duration": 600.0,
@@ -73,6 +75,26 @@ def test_python_construction_checks_the_policy_parameters() -> None:
         AutoscalerSpec(pool="p", target=4, min=3, max=2)
 
 
+def test_each_policy_has_its_own_typed_spec_filled_and_checked_once() -> None:
+    a = AutoscalerSpec(pool="p", policy="step", up_when=3.0, down_when=1.0, up_delay=20.0)
+    assert isinstance(a.law, StepSpec) and (a.law.up_delay, a.law.down_delay, a.law.step) == (20.0, 600.0, 1)
+    assert a.params() == {f.name: getattr(a.law, f.name) for f in dataclasses.fields(StepSpec)}
+    p = AutoscalerSpec(pool="p", policy="predictive", start_delay=Constant(mean=45.0))
+    assert isinstance(p.law, PredictiveSpec) and p.law.lead == 45.0 and p.law.target is None
+    h = AutoscalerSpec(pool="p", target=2, metric="oldest_age")
+    assert isinstance(h.law, HpaSpec) and h.law.metric_type == "Value"
+    assert {policy: cls.policy for policy, cls in POLICY_SPECS.items()} == {c: c for c in POLICY_SPECS}
+
+
+def test_every_policy_parameter_is_a_key_of_the_flat_spec_and_the_table() -> None:
+    """A new parameter is declared in its policy's spec; the flat AutoscalerSpec (the public constructor) must
+    carry it too, and the TOML keys follow."""
+    flat = {f.name for f in dataclasses.fields(AutoscalerSpec)}
+    typed = {f.name for cls in POLICY_SPECS.values() for f in dataclasses.fields(cls)}
+    assert flat == set(AUTOSCALER_KEYS) == typed | set(COMMON_KEYS)
+    assert [p.name for p in POLICY_PARAMS["step"]] == [f.name for f in dataclasses.fields(StepSpec)]
+
+
 @pytest.mark.parametrize("table, message", [
     ({"pool": "nope", "target": 1}, "autoscalers[0].pool names no pool: 'nope'"),
     ({"pool": "p", "min": 5, "max": 3, "target": 1}, "autoscalers[0].min must be <= max (3), got 5"),
@@ -81,15 +103,17 @@ def test_python_construction_checks_the_policy_parameters() -> None:
     ({"pool": "p", "policy": "target-tracking"}, "autoscalers[0].acceptable_latency is required"),
     ({"pool": "p", "policy": "qsim"}, "autoscalers[0].slo is required for policy qsim"),
     ({"pool": "p", "target": 1, "metric": "recommended_workers"}, "autoscalers[0].slo is required for metric"),
-    ({"pool": "p", "target": 1, "metric": "cpu"}, "autoscalers[0].metric must be one of list_length, oldest_age"),
+    ({"pool": "p", "target": 1, "metric": "cpu"}, "autoscalers[0].metric must be one of list_length, in_flight, oldest_age"),
     ({"pool": "p", "policy": "step", "up_when": 1, "down_when": 0.1, "metric": "list_length"},
      "autoscalers[0].metric must be one of oldest_age, p95_wait"),
     ({"pool": "p", "target": 1, "up_when": 3}, "autoscalers[0].up_when is a parameter of policy step, not hpa"),
     ({"pool": "p", "policy": "step", "up_when": 1, "down_when": 0.1, "target": 3},
-     "autoscalers[0].target is a parameter of policy hpa, not step"),
+     "autoscalers[0].target is a parameter of policy hpa or schedule or predictive, not step"),
     ({"pool": "p", "policy": "hpa", "target": 1, "colour": "red"}, "autoscalers[0].colour is not a known key"),
     ({"pool": "p", "policy": "knative", "target": 1}, "autoscalers[0].policy must be one of hpa, step"),
-    ({"pool": "p", "policy": "step", "up_when": 1, "down_when": 2}, "autoscalers[0].down_when must be <= up_when"),
+    ({"pool": "p", "policy": "step", "up_when": 1, "down_when": 2}, "autoscalers[0].down_when must be < up_when"),
+    ({"pool": "p", "policy": "step", "up_when": 1, "down_when": 1}, "autoscalers[0].down_when must be < up_when (1): "
+                                                                    "between the two the step policy holds its count"),
     ({"pool": "p", "policy": "qsim", "slo": "fast"}, "autoscalers[0].slo must be an SLO like"),
     ({"pool": "p", "target": 1, "scale_up": [{"type": "pods", "value": 0, "period": 15}]},
      "autoscalers[0].scale_up[0].value must be >= 1"),

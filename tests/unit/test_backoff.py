@@ -1,4 +1,4 @@
-"""The backoff rule, written once (qsim.backoff): the engine's Backoff gives its numbers attempt for attempt."""
+"""The backoff rule, written once (qsim.spec.backoff): the engine's Backoff gives its numbers attempt for attempt."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qsim.backoff import MAX_BACKOFF, backoff_delay, backoff_ms
 from qsim.engine import Backoff
+from qsim.spec.backoff import MAX_BACKOFF, backoff_delay, backoff_ms
 
 
 @pytest.mark.parametrize(("kind", "delay", "cap", "failed", "want"), [
@@ -52,10 +52,10 @@ def test_the_engine_backoff_is_the_base_rule(kind: str, delay: float, failed: in
 ])
 def test_model_and_harness_give_the_same_delays_attempt_for_attempt(spec: dict[str, float | str]) -> None:
     # Given a job type with retries, the engine Backoff the harness adds its jobs with, and the model's rule
-    from qsim.dists import Constant
     from qsim.harness.plan import engine_options, job_options
     from qsim.model.retries import backoff_delay as model_delay
-    from qsim.scenario import BackoffSpec, JobType
+    from qsim.spec.dists import Constant
+    from qsim.spec.scenario import BackoffSpec, JobType
 
     b = BackoffSpec(**spec)  # type: ignore[arg-type]
     job = JobType(name="t", queue="q", service=Constant(mean=0.1), attempts=12, backoff=b)

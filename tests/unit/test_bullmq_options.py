@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from qsim.analysis.plan import parse_slo
-from qsim.analysis.thresholds import format_verdicts, judge, verdict_document
+from qsim.analysis.slo.language import parse_slo
+from qsim.analysis.slo.thresholds import format_verdicts, judge, verdict_document
 from qsim.bullmq.compare import queue_map
 from qsim.bullmq.options import MAX_PRIORITY, check_supported, child_options, job_options, notes, priorities
 from qsim.errors import NotSupportedError, ScenarioError
@@ -19,8 +19,8 @@ from qsim.loadtest.aioloop import LoopThread
 from qsim.loadtest.config import split_slos
 from qsim.loadtest.targets import Finished
 from qsim.loadtest.thresholds import doomed
-from qsim.scenario import Scenario
-from qsim.templates import render
+from qsim.spec.scenario import Scenario
+from qsim.spec.templates import render
 
 
 def scenario(*jobs: dict[str, Any], queues: tuple[str, ...] = ("q",), **top: Any) -> Scenario:

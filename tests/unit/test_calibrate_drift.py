@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 import qsim.calibrate as cal
-from qsim import dists
 from qsim.calibrate.arrivals import fit_arrivals
 from qsim.calibrate.drift import DAY, constant_rate_test, fit_profile, window_counts
 from qsim.cli import main
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec import dists
+from qsim.spec.scenario import Scenario
 
 from drift_cases import DRIFT, RAMP, SPAN, STEP, STOPPED, check_recovery
 
@@ -44,6 +44,40 @@ def test_step_and_ramp_are_profiles_not_bursts(seed: int) -> None:
     proc = step.process()
     assert isinstance(proc, dists.ProfileArrivals) and proc.rate == pytest.approx(step.n / SPAN, rel=1e-3)
     assert step.as_dict()["arrival"]["kind"] == "profile" and step.as_dict()["arrival"]["shape"] == "step"
+
+
+#: A morning ramp 10 -> 50 jobs/s cut off at 240 s (a feature switched off): back to 10 jobs/s.
+RAMP_STEP = dists.RateProfile(points=((0.0, 10.0), (240.0, 50.0), (240.0, 10.0), (360.0, 10.0)), shape="linear")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_ramp_then_a_step_is_piecewise_linear_with_a_jump(seed: int, tmp_path: Path) -> None:
+    # Given arrivals whose rate ramps from 10 to 50 jobs/s over 240 s, then drops back to 10
+    t = dists.ProfileArrivals(profile=RAMP_STEP).times(np.random.default_rng(seed), SPAN)
+    # When calibrated
+    fit = fit_arrivals(t, 0.0, SPAN)
+    # Then the profile is piecewise linear with one jump at 240 s, chosen by BIC over steps and a jump-less line
+    d, prof = fit.drift, fit.profile
+    assert fit.kind == "profile" and d is not None and prof is not None, fit.note
+    assert min(d.bic, key=d.bic.__getitem__) == "linear-jumps" and d.model == "linear" and prof.shape == "linear"
+    assert d.bic["linear-jumps"] < min(d.bic["steps"], d.bic["linear"]) - 10, d.bic
+    (jump,) = prof.jumps
+    assert jump == pytest.approx(240.0, abs=1.0) and d.change_points == (jump,) and d.segments == 2
+    assert "jumping at" in fit.note
+    # with the ramp's ends and the rate after the jump, and each minute's rate, within 10% of the truth
+    assert prof.rate_at(0.0) == pytest.approx(10.0, rel=0.15) and d.peak == pytest.approx(50.0, rel=0.1)
+    assert fit.latest_rate == pytest.approx(10.0, rel=0.15)
+    errors = [abs(prof.mean_between(a, a + 60.0) / RAMP_STEP.mean_between(a, a + 60.0) - 1)
+              for a in np.arange(0.0, SPAN, 60.0)]
+    assert max(errors) < 0.10, errors
+    # And the scenario written with it holds the jump (two points at one time) and runs as is
+    path = tmp_path / "ramp-step.csv"
+    pd.DataFrame({"type": "j", "enqueued": t, "started": t + 0.001, "finished": t + 0.002}).to_csv(path, index=False)
+    toml = tmp_path / "ramp-step.toml"
+    assert main(["calibrate", "--from", "csv", str(path), "--out", str(toml)]) == 0
+    arrival = Scenario.from_toml(toml).job("j").arrival
+    assert isinstance(arrival, dists.ProfileArrivals) and len(arrival.profile.jumps) == 1
+    assert "linear-jumps" in toml.read_text()
 
 
 @pytest.mark.parametrize("rate", [0.5, 5.0, 50.0, 500.0])

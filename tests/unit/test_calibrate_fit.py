@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qsim import dists
 from qsim.calibrate.arrivals import fit_arrivals
 from qsim.calibrate.failures import fit_failures
 from qsim.calibrate.measured import data_window, parse_when
 from qsim.calibrate.overhead import idle_pickups
-from qsim.calibrate.pools import fit_pools, max_overlap
+from qsim.calibrate.pools import ROUND_TRIP, fit_pools, max_overlap
 from qsim.calibrate.service import fit_service
 from qsim.errors import CalibrationError
+from qsim.spec import dists
 
 N = 5000
 
@@ -90,6 +90,17 @@ def test_dispersion_test_picks_burst_and_its_size(size: int) -> None:
     assert isinstance(proc, dists.BurstArrivals) and proc.size == size
 
 
+def test_a_batch_written_over_a_few_milliseconds_is_one_batch() -> None:
+    # Given twelve batches of 10 at 20 jobs/s on a 1 ms clock, one of them split by a 4 ms pause of its
+    # producer (more than the 2.5 ms a 20 jobs/s stream allows, far less than the 10 ms two batches at 2/s do)
+    t = np.concatenate([at + np.arange(10) * 2e-4 + np.where(np.arange(10) >= 5, 0.004 * (k == 3), 0.0)
+                        for k, at in enumerate(np.arange(0.0, 6.0, 0.5))]).round(3)
+    fit = fit_arrivals(t, 0.0, 6.0, resolution=1e-3)
+    # Then the split batch is still one: bursts of 10, grouped at the batches' rate
+    assert (fit.kind, fit.size, fit.batch_mean) == ("burst", 10, 10.0)
+    assert fit.eps == pytest.approx(0.01)
+
+
 def test_over_dispersed_traffic_without_batches_is_a_profile_and_constant_traffic_is_constant() -> None:
     rng = np.random.default_rng(5)
     # a rate that switches between 2/s and 30/s every 20 s: counts are over-dispersed, no two arrivals coincide
@@ -160,6 +171,28 @@ def test_max_overlap_and_pools() -> None:
     assert (shop.name, shop.queues, shop.workers, shop.concurrency, shop.worker_ids) == ("shop", ("a",), 2, 3, 2)
     rest = pools[1]
     assert rest.queues == ("b", "c") and rest.workers == 1 and rest.concurrency == 3 and "no worker ids" in rest.note
+
+
+def test_a_hand_over_shorter_than_a_round_trip_is_not_one_slot_more() -> None:
+    # Given a worker of concurrency 2 whose first slot hands over from a job to the next, the next recorded as
+    # started 3 ms before the first one's result reached Redis (a job fetched ahead), while the other slot runs
+    runs = pd.DataFrame({"worker": ["shop-0"] * 3, "queue": ["a"] * 3,
+                         "start": [0.0, 0.997, 0.5], "end": [1.0, 2.0, 1.5]})
+    assert max_overlap(runs["start"].to_numpy(), runs["end"].to_numpy()) == 3  # counted at every instant
+    # When its pool is fitted
+    (shop,) = fit_pools(runs, ["a"])
+    # Then the 3 ms overlap is no third slot
+    assert shop.concurrency == 2 and shop.workers == 1
+    # and an overlap of a round trip or more still is one: a third job 20 ms into the hand-over
+    third = pd.concat([runs, pd.DataFrame({"worker": ["shop-0"], "queue": ["a"], "start": [0.98], "end": [1.2]})])
+    assert fit_pools(third, ["a"])[0].concurrency == 3
+    # and short runs at once still count: three of 4 ms, 0.5 ms apart, at once for 3 ms (more than half a run)
+    short = np.array([0.0, 0.0005, 0.001])
+    assert max_overlap(short, short + 0.004, ignore=ROUND_TRIP) == 3
+    # and a worker replaced by another 3 ms before its last run ended is no second worker
+    spans = pd.DataFrame({"worker": ["shop-0", "shop-1"], "queue": ["a", "a"], "start": [0.0, 0.997],
+                          "end": [1.0, 2.0]})
+    assert fit_pools(spans, ["a"])[0].workers == 1
 
 
 def test_idle_pickups_only_count_jobs_that_found_a_free_slot() -> None:

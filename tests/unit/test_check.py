@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import qsim.analysis.compare as compare_module
-from qsim.analysis.check import DEFAULT_TOLERANCES, Tolerance, check, check_document, dead_fixed_by_draws, \
+import qsim.analysis.fidelity.compare as compare_module
+from qsim.analysis.fidelity.check import DEFAULT_TOLERANCES, Tolerance, check, check_document, dead_fixed_by_draws, \
     load_tolerances
-from qsim.analysis.compare import compare_summaries
+from qsim.analysis.fidelity.compare import compare_summaries
 from qsim.cli import main
 from qsim.errors import ToleranceError
 from qsim.model import simulate
@@ -200,7 +200,7 @@ def test_a_bad_tolerance_file_exits_2_before_the_engine_runs(tmp_path: Path, cap
 
 @pytest.mark.parametrize("name", ["flows-fanout", "wrr", "workshop"])
 def test_the_quantities_of_a_scenario_are_its_summary_numbers_without_a_run(name: str) -> None:
-    from qsim.analysis.check import quantities_of, summary_paths
+    from qsim.analysis.fidelity.check import quantities_of, summary_paths
 
     s = builtin(name)
     assert sorted(quantities_of(s)) == sorted(summary_paths(simulate(s).summary))

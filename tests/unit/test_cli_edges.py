@@ -14,7 +14,7 @@ import pytest
 from qsim.cli import main
 from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, exit_code
 from qsim.errors import CalibrationError, HarnessError, RedisUnavailable, ScenarioError, UsageError
-from qsim.outpath import make_out_dir, out_dir, out_file
+from qsim.results.outpath import make_out_dir, out_dir, out_file
 
 CLOSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection refused at once
 CSV = "type,enqueued,started,finished\n" + "".join(f"a,{i},{i + 0.1},{i + 0.3}\n" for i in range(40))
@@ -40,6 +40,34 @@ def csv(tmp_path: Path) -> Path:
     return path
 
 
+AUTOSCALED = """
+name = "scaled"
+duration = 120.0
+[[queues]]
+name = "q"
+[[jobs]]
+name = "j"
+queue = "q"
+arrival = { kind = "poisson", rate = 2.0 }
+service = { kind = "exponential", mean = 0.5 }
+[[pools]]
+name = "p"
+queues = ["q"]
+[[autoscalers]]
+pool = "p"
+min = 1
+max = 4
+target = 4
+"""
+
+
+def autoscaled(tmp: Path) -> Path:
+    path = tmp / "scaled.toml"
+    if not path.exists():
+        path.write_text(AUTOSCALED)
+    return path
+
+
 # ----------------------------------------------------------------------------- output paths
 
 
@@ -55,13 +83,21 @@ def out_cases(tmp: Path, csv: Path) -> list[tuple[list[str], str, str]]:
         (["run", "workshop", "--redis", CLOSED, "--out", str(deep / "run")], "--out", "does not exist"),
         (["plan", "workshop", "--slo", "p95_wait<=2", "--vary", "pools.craftsmen.workers=1:2",
           "--plot", str(deep / "plan.png")], "--plot", "does not exist"),
+        (["compare", "workshop", "--redis", CLOSED, "--out", str(deep / "cmp")], "--out", "does not exist"),
+        (["compare", "workshop", "--target", "bullmq", "--redis", CLOSED, "--out", str(deep / "cmp")], "--out",
+         "does not exist"),
+        (["autoscale", str(autoscaled(tmp)), "--slo", "p95_wait<=2", "--emit", "keda", str(deep / "k.yaml")],
+         "--emit keda", "does not exist"),
+        (["autoscale", str(autoscaled(tmp)), "--slo", "p95_wait<=2", "--emit", "hpa", str(deep / "h.yaml")],
+         "--emit hpa", "does not exist"),
     ]
 
 
 def test_every_output_option_refuses_a_missing_folder_and_creates_nothing(
         tmp_path: Path, csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = out_cases(tmp_path, csv)
     before = listing(tmp_path)
-    for argv, option, said in out_cases(tmp_path, csv):
+    for argv, option, said in cases:
         # When an output path names a folder that does not exist
         code, out, err = cli(capsys, *argv)
         # Then: exit 2, one line naming the option and the folder, no traceback, nothing made on disk
@@ -92,6 +128,20 @@ def test_unwritable_and_odd_output_paths(tmp_path: Path, csv: Path, capsys: pyte
     code, _, err = cli(capsys, "simulate", "workshop", "--jobs", "20", "--out", str(a_file))
     assert code == 2 and f"--out {a_file}: exists and is not a folder" in err
     assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("path, said", [("/proc/x.yaml", "cannot write in the folder '/proc'"),
+                                        (".", "is a folder, not a file name")])
+def test_emit_is_checked_before_the_run(path: str, said: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # Given an autoscaled scenario and an --emit FILE that cannot be written (a folder, /proc)
+    scenario = autoscaled(tmp_path)
+    before = listing(tmp_path)
+    # When qsim autoscale is asked to emit there (a run of every policy would take seconds)
+    code, out, err = cli(capsys, "autoscale", str(scenario), "--slo", "p95_wait<=2", "--emit", "keda", path)
+    # Then it is refused at once, in one line naming the option, nothing run and nothing written
+    assert code == 2 and f"--emit keda {path}: {said}" in err and err.count("\n") == 1, err
+    assert out == "" and listing(tmp_path) == before
 
 
 def test_an_output_folder_is_created_one_level_and_a_file_needs_its_folder(tmp_path: Path, csv: Path,
@@ -167,6 +217,8 @@ def test_exit_codes_are_decided_in_one_place() -> None:
     ("<=2", "no metric before '<='"),
     ("p95_wait<=2s", "the value after '<=' must be a number (seconds, e.g. p95_wait<=2), got '2s'"),
     ("p95_wait[]<=2", "empty job type"),
+    ("p95_wait<=-1", "no run can meet it: p95_wait is never below 0"),
+    ("throughput<0", "no run can meet it: throughput is never below 0"),
 ])
 def test_slo_messages_say_what_is_expected(slo: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "plan", "workshop", "--slo", slo, "--vary", "pools.craftsmen.workers=1:2")
@@ -199,3 +251,157 @@ def test_nothing_is_left_in_the_working_folder(tmp_path: Path, csv: Path, capsys
     before = os.listdir(tmp_path)
     code, _, _ = cli(capsys, "calibrate", "--from", "csv", str(csv), "--out", "sub/cal.toml")
     assert code == 2 and os.listdir(tmp_path) == before
+
+
+# ----------------------------------------------------------------------------- runs too large for the machine
+
+
+def one_queue(tmp: Path, rate: float, extra: str = "") -> Path:
+    path = tmp / "big.toml"
+    path.write_text(f'name = "big"\nduration = 60.0\n{extra}\n[[queues]]\nname = "q"\n[[jobs]]\nname = "a"\n'
+                    f'queue = "q"\narrival = {{ kind = "poisson", rate = {rate} }}\n'
+                    'service = { kind = "constant", mean = 0.01 }\n[[pools]]\nname = "p"\nqueues = ["q"]\n')
+    return path
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--window", "1e-9"], "--window 1e-09: windows of 1e-09 s over the measured run of 60 s are 6e+10 windows"),
+    ([], "window = 1e-09: windows of 1e-09 s"),
+])
+def test_a_window_too_short_for_memory_is_refused_before_the_run(argv: list[str], said: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a small scenario, its windows of a nanosecond (from the file when no --window is given)
+    path = one_queue(tmp_path, 5.0, "" if argv else "window = 1e-9")
+    for command in (["simulate"], ["run", "--redis", CLOSED], ["compare", "--redis", CLOSED]):
+        # When it is run (today: a MemoryError after the run, or a hang)
+        code, out, err = cli(capsys, *command[:1], str(path), *command[1:], *argv)
+        # Then: exit 2 at once, one sentence naming the window and the memory it would need
+        assert code == 2 and said in err and "more than this machine's" in err, (command, err)
+        assert err.count("\n") == 1 and out == "" and "Traceback" not in err
+
+
+def test_a_rate_too_high_for_memory_is_refused_before_the_run(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = one_queue(tmp_path, 1e12)
+    for argv in (["simulate", str(path)], ["run", str(path), "--redis", CLOSED],
+                 ["plan", str(path), "--slo", "p95_wait<=2", "--vary", "pools.p.workers=1:2"]):
+        code, out, err = cli(capsys, *argv)
+        assert code == 2 and "jobs[0].arrival: 1e+12 jobs/s for 60 s is about 6e+13 jobs" in err, (argv, err)
+        assert err.count("\n") == 1 and out == "" and "Traceback" not in err
+
+
+def test_expected_counts_are_what_the_arrivals_draw(tmp_path: Path) -> None:
+    import numpy as np
+
+    from qsim import dists
+
+    profile = dists.RateProfile(points=((0.0, 10.0), (50.0, 40.0), (50.0, 5.0), (100.0, 5.0)), shape="linear")
+    kinds = [dists.PoissonArrivals(rate=200.0), dists.ConstantArrivals(rate=7.0),
+             dists.BurstArrivals(rate=30.0, size=6), dists.ProfileArrivals(profile=profile),
+             dists.BurstArrivals(size=5, profile=profile),
+             dists.TraceArrivals(path=tmp_path / "t.csv", at=tuple(float(x) for x in range(150)))]
+    for arrival in kinds:
+        drawn = arrival.times(np.random.default_rng(1), 100.0).size
+        # within 4 standard deviations of a Poisson count (exact for the deterministic kinds, up to a batch)
+        assert abs(arrival.expected_count(100.0) - drawn) <= 4 * drawn ** 0.5 + 6, (arrival, drawn)
+
+
+def test_the_bound_is_the_work_against_the_memory_not_a_constant(tmp_path: Path) -> None:
+    from qsim import Scenario
+    from qsim.spec.run_size import BYTES_PER_JOB, bytes_per_window, check_run_size, expected_jobs
+    from qsim.spec.workload import draw_jobs
+
+    # Given a scenario of 6 million jobs (100,000 jobs/s for 60 s)
+    s = Scenario.from_toml(one_queue(tmp_path, 1e5))
+    assert expected_jobs(s) == {0: pytest.approx(6e6)}
+    need = 6e6 * BYTES_PER_JOB
+    # Then it is refused on a machine too small for its draws and accepted on one just large enough
+    with pytest.raises(ScenarioError, match=r"about 6e\+06 jobs, which need at least 137 MiB"):
+        check_run_size(s, memory=int(need * 0.9))
+    check_run_size(s, memory=int(need * 1.1))
+    # And windows are judged the same way: 60 one-second windows against a few kilobytes
+    s1 = Scenario.from_toml(one_queue(tmp_path, 1.0, "window = 1.0"))
+    check_run_size(s1, memory=60 * bytes_per_window() + 1)
+    with pytest.raises(ScenarioError, match="are 60 windows"):
+        check_run_size(s1, memory=59 * bytes_per_window())
+    # And children count: a fan-out of 1,000 per job multiplies the jobs drawn
+    fan = Scenario.from_dict({**s1.to_dict(), "jobs": [
+        {**s1.to_dict()["jobs"][0], "fan_out": {"job": "kid", "count": 1000}},
+        {"name": "kid", "queue": "q", "service": {"kind": "constant", "mean": 0.01}}]})
+    assert expected_jobs(fan)[0] == pytest.approx(60 * 1001)
+    # And the library refuses it too, before drawing (every runner draws through draw_jobs)
+    with pytest.raises(ScenarioError, match="1e\\+12 jobs/s"):
+        draw_jobs(Scenario.from_toml(one_queue(tmp_path, 1e12)))
+
+
+# ----------------------------------------------------------------------------- engine limits at load
+
+
+def scenario_text(queue: str = "q", job: str = "a", pool: str = "p", weights: str = "") -> str:
+    return (f'name = "s"\nduration = 10.0\n[[queues]]\nname = "{queue}"\n[[queues]]\nname = "r"\n[[jobs]]\n'
+            f'name = "{job}"\nqueue = "{queue}"\narrival = {{ kind = "poisson", rate = 2.0 }}\n'
+            f'service = {{ kind = "constant", mean = 0.01 }}\n[[pools]]\nname = "{pool}"\nqueues = ["{queue}", "r"]\n'
+            f'policy = "wrr"\n{weights}\n')
+
+
+@pytest.mark.parametrize("kwargs, said", [
+    ({"queue": "q" * 10_000}, "queues[0].name must be at most 256 characters (the engine's limit), got 10000"),
+    ({"job": "j" * 193}, "jobs[0].name must be at most 192 characters (its job ids must fit the engine's 256), "
+                         "got 193"),
+    ({"pool": "p" * 245}, "pools[0].name must be at most 244 bytes in UTF-8"),
+    ({"weights": "weights = { r = 0.5 }"}, "pools[0].weights.r must be a whole number >= 1"),
+    ({"weights": "weights = { r = 1.9 }"}, "pools[0].weights.r must be a whole number >= 1 (weighted round-robin "
+                                           "counts whole turns, in the model and the engine alike), got 1.9"),
+    ({"weights": "weights = { r = 0 }"}, "pools[0].weights.r must be a whole number >= 1"),
+])
+def test_engine_limits_are_checked_when_the_scenario_is_loaded(kwargs: dict[str, str], said: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a scenario the engine could not run as written (a name past its limits, a fractional wrr weight)
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(**kwargs))
+    for argv in (["simulate", str(path)], ["run", str(path), "--redis", CLOSED],
+                 ["compare", str(path), "--redis", CLOSED], ["theory", str(path)]):
+        # When any command loads it (the model as well as the engine: both must run the same policy)
+        code, out, err = cli(capsys, *argv)
+        # Then: exit 2, one sentence naming the key, no traceback
+        assert code == 2 and f"{path}: {said}" in err and err.count("\n") == 1, (argv, err)
+        assert out == "" and "Traceback" not in err
+
+
+def test_whole_weights_and_names_at_the_limits_load(tmp_path: Path) -> None:
+    from qsim import Scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(queue="q" * 256, job="j" * 192, pool="p" * 244, weights="weights = { r = 3.0 }"))
+    s = Scenario.from_toml(path)
+    assert s.pools[0].weights == {"r": 3} and isinstance(s.pools[0].weights["r"], int)
+
+
+
+def test_an_slo_no_run_can_meet_is_refused_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given an autoscaled scenario and objectives below zero (per run, and per window)
+    scenario = autoscaled(tmp_path)
+    for slo in ("p95_wait<=-1", "p95_wait<=-1 in 95% of windows", "mean_latency==-0.5"):
+        for argv in (["autoscale", str(scenario)], ["compare", "workshop", "--redis", CLOSED]):
+            # When a command that would run first and judge after is given one
+            code, out, err = cli(capsys, *argv, "--slo", slo)
+            # Then it is refused at once (today: the run, then "no policy meets it")
+            assert code == 2 and f"--slo {slo!r}: no run can meet it" in err and err.count("\n") == 1, (argv, err)
+            assert out == ""
+    # And an objective at zero is a real one: a queue may never wait
+    from qsim.analysis.plan import parse_slo
+    assert parse_slo("p95_wait<=0").value == 0 and parse_slo("dead==0").value == 0
+
+
+def test_a_queue_name_the_engine_cannot_key_is_refused_before_an_engine_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a queue name with a space: the model runs it, the engine's keys cannot hold it
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text(queue="bulk jobs"))
+    assert cli(capsys, "simulate", str(path), "--json")[0] == 0
+    for argv in (["run", str(path), "--redis", CLOSED], ["compare", str(path), "--redis", CLOSED]):
+        # When it is run on the engine (it was a ValueError traceback)
+        code, out, err = cli(capsys, *argv)
+        # Then: exit 2 before Redis is reached, one sentence naming the key
+        assert code == 2 and "queues[0].name must be a non-empty string without braces, colons or spaces, got " \
+            "'bulk jobs'" in err and err.count("\n") == 1, (argv, err)

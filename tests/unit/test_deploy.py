@@ -14,7 +14,7 @@ from waiting import ROOT
 
 from qsim.advise.capacity import EXIT_MARGIN
 from qsim.advise.live import ADVICE_METRICS
-from qsim.analysis.plan import parse_slo
+from qsim.analysis.slo.language import parse_slo
 from qsim.cli import build_parser
 
 KUBE = ROOT / "deploy" / "kubernetes"

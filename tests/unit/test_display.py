@@ -1,4 +1,4 @@
-"""How results read: compact reprs and HTML tables (qsim.display) for model, engine and comparison results."""
+"""How results read: compact reprs and HTML tables (qsim.results.display) for model, engine and comparison results."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 
 from qsim import Scenario
-from qsim.analysis.check import Tolerance
-from qsim.analysis.compare import Comparison, compare_summaries
+from qsim.analysis.fidelity.check import Tolerance
+from qsim.analysis.fidelity.compare import Comparison, compare_summaries
 from qsim.cli.common import print_json
-from qsim.display import escape, num, summary_html, table
 from qsim.harness.run import EngineResult
 from qsim.model import ModelResult, simulate
+from qsim.results.display import escape, num, summary_html, table
 
 SCENARIO = Scenario.from_dict({
     "name": "shop<&>", "seed": 1, "duration": 40.0,

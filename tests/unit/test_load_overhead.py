@@ -1,4 +1,4 @@
-"""[engine] overhead_by_load: parsed and checked, and applied by the model at the load it simulates (qsim.load_overhead)."""
+"""[engine] overhead_by_load: parsed and checked, and applied by the model at the load it simulates (qsim.spec.offered_load)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from qsim import Scenario
 from qsim.calibrate import from_csv
 from qsim.calibrate.overhead import Overhead
 from qsim.errors import ScenarioError
-from qsim.load_overhead import engine_overhead, offered_utilization, overhead_at
 from qsim.model import Model, simulate
-from qsim.scenario_toml import write_toml
-from qsim.workload import draw_workload
+from qsim.spec.offered_load import engine_overhead, offered_utilization, overhead_at
+from qsim.spec.toml_writer import write_toml
+from qsim.spec.workload import draw_workload
 
 TABLE = [[0.1, 0.001, 0.002], [0.5, 0.002, 0.003], [0.9, 0.004, 0.006]]
 

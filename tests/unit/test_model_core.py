@@ -14,8 +14,8 @@ import qsim.model
 from qsim.model import Model, simulate
 from qsim.model.core import ModelCore
 from qsim.model.schedule import Alarm
-from qsim.scenario import Scenario
-from qsim.workload import draw_jobs, draw_workload
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import draw_jobs, draw_workload
 
 MODEL = Path(qsim.model.__file__).parent
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from qsim.model import JobDraws, Model, draw_jobs, simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def scenario(*, jobs: list[dict[str, Any]] | None = None, pools: list[dict[str, Any]] | None = None,

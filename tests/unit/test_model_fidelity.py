@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qsim.model import JobDraws, Model, simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def scenario(**top: Any) -> Scenario:

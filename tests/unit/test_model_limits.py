@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from qsim.model import JobDraws, Model, simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def scenario(*, queues: list[dict[str, Any]] | None = None, jobs: list[dict[str, Any]] | None = None,

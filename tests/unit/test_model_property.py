@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 @st.composite
@@ -89,7 +90,7 @@ def overlap_max(start: np.ndarray, end: np.ndarray) -> int:
     return int(np.cumsum(d[order]).max())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_random_mixtures_lose_nothing_and_keep_every_record_and_limit(raw: dict[str, Any]) -> None:
     s = Scenario.from_dict(raw)

@@ -11,9 +11,9 @@ import pytest
 
 from qsim.harness.plan import plan_jobs
 from qsim.model import JobDraws, Model, draw_jobs, simulate
-from qsim.workload import plan_attempts
 from qsim.model.retries import backoff_delay
-from qsim.scenario import BackoffSpec, Scenario
+from qsim.spec.scenario import BackoffSpec, Scenario
+from qsim.spec.workload import plan_attempts
 
 Z99 = 2.5758293035489004  # two-sided 99%
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from qsim.model import Model, draw_jobs, simulate
 from qsim.model.result import RecordsNotKept
-from qsim.scenario import Scenario
-from qsim.summary import STREAM_LOW, STREAM_REL_ERROR, StreamStat, stats
+from qsim.results.summary import STREAM_LOW, STREAM_REL_ERROR, StreamStat, stats
+from qsim.spec.scenario import Scenario
 
 QUANTILES = {"p50", "p95", "p99"}
 
@@ -147,7 +148,7 @@ def test_a_record_less_model_allocates_no_record_columns() -> None:
     assert m.run().summary["jobs"]["completed"] == m.jobs.n
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2**31), burst=st.integers(1, 5), workers=st.integers(1, 4),
        constant=st.booleans(), warmup=st.sampled_from([0.0, 3.0, 17.5]),
        policy=st.sampled_from(["priority", "ordered", "wrr"]), limit=st.sampled_from([None, 1, 2]))

@@ -8,10 +8,12 @@ from typing import Any
 import distributed  # in the dev extra: this test runs in CI
 import pytest
 
-from qsim.analysis.plan import parse_slo, plan
-from qsim.analysis.runner import DaskRunner, Task, connect_dask
-from qsim.analysis.sweep import sweep
-from qsim.scenario import Scenario
+from qsim.analysis.slo.language import parse_slo
+
+from qsim.analysis.plan import plan
+from qsim.analysis.plan.runner import DaskRunner, Task, connect_dask
+from qsim.analysis.plan.sweep import sweep
+from qsim.spec.scenario import Scenario
 
 
 @pytest.fixture(scope="module")

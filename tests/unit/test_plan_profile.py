@@ -10,16 +10,19 @@ from typing import Any
 
 import pytest
 
-from qsim.analysis.baseline import attainment, static_peak
-from qsim.analysis.check import Tolerance, check, check_document, judge_slos, load_tolerances, quantities_of
-from qsim.analysis.plan import parse_slo, plan
-from qsim.analysis.profile import expected_arrivals, peak_hour, peak_load, static_cost, time_varying
-from qsim.analysis.window_check import window_agreement
+from qsim.analysis.autoscaling.baseline import static_peak
+from qsim.analysis.autoscaling.runs import attainment
+from qsim.analysis.fidelity.check import Tolerance, check, check_document, judge_slos, load_tolerances, quantities_of
+from qsim.analysis.fidelity.window_check import window_agreement
+from qsim.analysis.plan import plan
+from qsim.analysis.plan.profile import expected_arrivals, peak_hour, peak_load, static_cost, time_varying
+from qsim.analysis.plan.runner import make_runner
+from qsim.analysis.slo.language import parse_slo
 from qsim.cli import main
 from qsim.errors import ToleranceError
 from qsim.model import simulate
-from qsim.scenario import Scenario
 from qsim.scenarios import load
+from qsim.spec.scenario import Scenario
 
 # 4 jobs/s, a ramp to 20 jobs/s at 600 s and back by 1200 s; 0.5 s jobs: 10 busy workers at the peak
 DAY: dict[str, Any] = {
@@ -45,7 +48,7 @@ def test_the_peak_hour_is_the_busiest_stretch_on_the_window_grid() -> None:
     assert hour.mean_rate == pytest.approx(float(expected_arrivals(s, 1800.0) - expected_arrivals(s, 60.0)) / 1740)
     whole = peak_hour(s)  # longer than the run: the run itself
     assert (whole.start, whole.end) == (60.0, 1800.0)
-    assert peak_load(s, "p") == pytest.approx(10.0)
+    assert peak_load(s, "p") == pytest.approx(10.0)  # busy slots: 20 jobs/s x 0.5 s, one slot per worker
 
 
 def test_static_cost_is_the_workers_held_over_the_arrival_span() -> None:
@@ -81,11 +84,13 @@ def test_a_plan_over_a_profile_judges_windows_and_answers_for_the_peak() -> None
 
 def test_static_peak_is_the_least_static_count_meeting_the_slo_all_day() -> None:
     s = day()
-    out = static_peak(s, ["p95_wait<=1 in every window"], processes=1)
-    assert out["pool"] == "p" and out["workers"] is not None
+    slo = parse_slo("p95_wait<=1 in every window")
+    with make_runner(processes=1) as runner:
+        out = static_peak(s, "p", slo, runner, [s.seed])
+    assert out["workers"] is not None and out["meets_slo"]
     n = out["workers"]
     assert out["worker_seconds"] == n * 1800.0 and out["worker_hours"] == n * 0.5
-    assert out["attainment"] == {"p95_wait<=1 in every window": 1.0}
+    assert out["attainment"] == 1.0
     fewer = simulate(day(pools=[{"name": "p", "queues": ["q"], "workers": n - 1}]), records=False).summary
     assert not parse_slo("p95_wait<=1 in every window").met(fewer)
     assert attainment(parse_slo("p95_wait<=1 in every window"), fewer) < 1.0
@@ -134,7 +139,7 @@ def test_a_tolerance_file_may_check_any_window_field_with_a_share(tmp_path: Path
 
 
 def test_cli_simulate_windows_table_and_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from qsim.scenario_toml import write_toml
+    from qsim.spec.toml_writer import write_toml
 
     path = write_toml(day(), tmp_path / "day.toml")
     assert main(["simulate", str(path), "--window", "300", "--windows", "--out", str(tmp_path / "out")]) == 0
@@ -151,7 +156,7 @@ def test_cli_simulate_windows_table_and_files(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_cli_plan_over_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from qsim.scenario_toml import write_toml
+    from qsim.spec.toml_writer import write_toml
 
     path = write_toml(day(), tmp_path / "day.toml")
     code = main(["plan", str(path), "--slo", "p95_wait<=1 in 80% of windows", "--vary", "pools.p.workers=10:13",

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from qsim.analysis.cost import parse_cost
-from qsim.analysis.plan import parse_slo, plan
-from qsim.analysis.search import choose_axis, recommend
+from qsim.analysis.plan import plan
+from qsim.analysis.plan.cost import parse_cost
+from qsim.analysis.plan.search import choose_axis, recommend
+from qsim.analysis.slo.language import parse_slo
 from qsim.errors import ScenarioError
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def random_case(rng: random.Random) -> tuple[dict[str, list[int]], Callable[[dict[str, Any]], bool], str]:

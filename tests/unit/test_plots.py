@@ -11,10 +11,10 @@ import pytest
 from matplotlib.figure import Figure
 
 from qsim.analysis import plots
-from qsim.analysis.plan import parse_slo
-from qsim.analysis.sweep import sweep
+from qsim.analysis.plan.sweep import sweep
+from qsim.analysis.slo.language import parse_slo
 from qsim.model import simulate
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def mmc(concurrency: int = 2) -> Scenario:
@@ -306,3 +306,16 @@ def test_quantile_comparison_draws_quantiles_or_differences_from_a_reference() -
         plots.quantile_comparison(runs, reference="engine")
     with pytest.raises(ValueError, match="levels"):
         plots.quantile_comparison(runs, levels=(0.5, 1.0))
+
+
+def test_windows_plot_shades_the_p95_band_when_the_windows_have_bands() -> None:
+    from qsim.model import simulate_replications
+
+    s = mmc()
+    plain = plots.windows_plot(simulate(s).summary)
+    banded = plots.windows_plot(simulate_replications(s, 4).summary)
+    wait_ax = banded.axes[2]
+    labels = wait_ax.get_legend_handles_labels()[1]
+    assert "model p95 5-95% band" in labels and len(wait_ax.collections) == 1
+    assert "model p95 5-95% band" not in plain.axes[2].get_legend_handles_labels()[1]
+    assert not plain.axes[2].collections

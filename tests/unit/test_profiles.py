@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from qsim import dists
 from qsim.errors import ScenarioError
-from qsim.scenario import Scenario
-from qsim.workload import draw_workload
+from qsim.spec import dists
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import draw_workload
 
 DAY = [[0, 5.0], [3600, 40.0], [7200, 12.0]]
 

@@ -20,12 +20,12 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages([str(ROOT)], prefix="qsim
 
 # Lower number = lower layer. A module may import only its own layer or below.
 LAYERS = {
-    "qsim.errors": 0, "qsim.records": 0, "qsim.summary": 0, "qsim.windows": 0, "qsim.dists": 0, "qsim.safety": 0, "qsim.backoff": 0,
-    "qsim.display": 0, "qsim.callable_module": 0, "qsim.outpath": 0,
-    "qsim.shared_settings": 0,  # the worker settings a deployment shares: the engine's and the Scenario's [engine]
-    "qsim.scenario": 1, "qsim.scenario_toml": 1, "qsim.scenario_autoscale": 1, "qsim.scenarios": 1, "qsim.engine": 1,
-    "qsim.workload": 2,  # a scenario's drawn jobs: what the model and the harness both run
-    "qsim.load_overhead": 2,  # a scenario's offered load and the engine overhead at that load
+    "qsim.errors": 0, "qsim.results.records": 0, "qsim.results.summary": 0, "qsim.results.windows": 0, "qsim.spec.dists": 0, "qsim.engine.safety": 0, "qsim.spec.backoff": 0,
+    "qsim.results.display": 0, "qsim.callable_module": 0, "qsim.results.outpath": 0,
+    "qsim.spec.settings": 0,  # the worker settings a deployment shares: the engine's and the Scenario's [engine]
+    "qsim.spec.scenario": 1, "qsim.spec.toml_writer": 1, "qsim.spec.autoscaler": 1, "qsim.scenarios": 1, "qsim.engine": 1,
+    "qsim.spec.workload": 2,  # a scenario's drawn jobs: what the model and the harness both run
+    "qsim.spec.offered_load": 2,  # a scenario's offered load and the engine overhead at that load
     "qsim.autoscale": 2,  # the controllers: pure policy code the model and the harness both run
     "qsim.model": 3, "qsim.harness": 3,
     "qsim.analysis": 4, "qsim.calibrate": 4, "qsim.advise": 4,

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from qsim.model import JobDraws, Model, simulate
-from qsim.records import ATTEMPT_COLUMNS, JOB_COLUMNS, Records, categorical, jobs_frame, name_column, small_ints
-from qsim.scenario import Scenario
+from qsim.results.records import ATTEMPT_COLUMNS, JOB_COLUMNS, Records, categorical, jobs_frame, name_column, small_ints
+from qsim.results.summary import _codes, _max_depth, summarize
 from qsim.scenarios import load
-from qsim.summary import _codes, _max_depth, summarize
+from qsim.spec.scenario import Scenario
 
 NAMES = ("type", "queue", "worker", "outcome", "parent")
 COUNTS = ("priority", "attempts", "failed_attempts", "stalled")

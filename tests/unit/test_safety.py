@@ -1,11 +1,11 @@
-"""qsim.safety: the load tools refuse a non-local Redis unless confirmed."""
+"""qsim.engine.safety: the load tools refuse a non-local Redis unless confirmed."""
 
 from __future__ import annotations
 
 import pytest
 
+from qsim.engine.safety import CONFIRM_OPTION, is_local_redis, require_local_or_confirmed
 from qsim.errors import UsageError
-from qsim.safety import CONFIRM_OPTION, is_local_redis, require_local_or_confirmed
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from qsim import dists
 from qsim.errors import ScenarioError
-from qsim.scenario import PoolSpec, QueueSpec, Scenario, JobType
 from qsim.scenarios import builtin, load
+from qsim.spec import dists
+from qsim.spec.scenario import PoolSpec, QueueSpec, Scenario, JobType
 
 FULL = """
 name = "workshop"
@@ -221,7 +221,7 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("pools.0.queues", ["x"], "pools[0].queues names no queue: 'x'"),
         ("pools.0.policy", "fifo", "pools[0].policy must be one of priority, wrr, ordered, got 'fifo'"),
         ("pools.0.weights", {"zz": 1}, "pools[0].weights.zz is not one of the pool's queues (q)"),
-        ("pools.0.weights", {"q": -1}, "pools[0].weights.q must be > 0, got -1"),
+        ("pools.0.weights", {"q": -1}, "pools[0].weights.q must be a whole number >= 1"),
         ("pools.0.weights", [1], "pools[0].weights must be a table of queue = weight, got [1]"),
         ("pools.0.workers", -1, "pools[0].workers must be >= 0, got -1"),
         ("pools.0.concurrency", 0, "pools[0].concurrency must be >= 1, got 0"),

@@ -9,9 +9,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from qsim.errors import ScenarioError
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 BASE: dict[str, Any] = {
     "name": "fuzz",
@@ -68,19 +69,19 @@ def _check(raw: Any) -> None:
         assert "\n" not in str(e)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(PATHS), values, st.booleans())
 def test_any_single_mutation_is_valid_or_a_scenario_error(path: tuple[Any, ...], value: Any, delete: bool) -> None:
     _check(_mutate(path, value, delete))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.dictionaries(st.text(max_size=10), values, max_size=6))
 def test_random_top_level_tables(raw: dict[str, Any]) -> None:
     _check(raw)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=200))
 def test_random_toml_text(tmp_path: Path, text: str) -> None:
     path = tmp_path / "fuzz.toml"

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from test_scenario import FULL  # type: ignore[import-not-found]
 
 from qsim import Scenario
 from qsim.errors import ScenarioError, UsageError
-from qsim.scenario_toml import to_toml, toml_value, write_toml
 from qsim.scenarios import builtin
+from qsim.spec.toml_writer import to_toml, toml_value, write_toml
 
 ODD = """
 name = "odd \\"quoted\\" name\\n"
@@ -43,7 +44,7 @@ backoff = { kind = "fixed", delay = 0.0, max = 0.0, jitter = 1.0 }
 name = "p"
 queues = ["orders.eu", "bulk jobs"]
 policy = "wrr"
-weights = { "orders.eu" = 3, "bulk jobs" = 1.5 }
+weights = { "orders.eu" = 3, "bulk jobs" = 2 }
 workers = 0
 [[events]]
 at = 1.0
@@ -137,7 +138,7 @@ def named(name: str, *, queue: str | None = None, pool: str | None = None, key: 
 TOML_TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12).filter(lambda s: s.strip())
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=TOML_TEXT, other=TOML_TEXT)
 def test_any_unicode_name_round_trips(name: str, other: str, tmp_path: Path) -> None:
     # Given a scenario whose names are arbitrary Unicode (U+007F, NUL, quotes, dots, brackets, emoji...)
@@ -159,7 +160,7 @@ def test_names_from_measured_data_round_trip(name: str, tmp_path: Path) -> None:
 
 
 @given(bad=st.text(st.characters(categories=("Cs",)), min_size=1, max_size=3), good=TOML_TEXT)
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_what_toml_cannot_hold_is_a_clear_error_and_no_file(bad: str, good: str, tmp_path: Path) -> None:
     # Given a job name with a lone surrogate (a Python str can hold one; a UTF-8 file cannot)
     s = named(good + bad)

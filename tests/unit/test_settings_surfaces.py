@@ -29,7 +29,7 @@ from qsim.engine.settings import SettingField, SharedSettings, reference_table, 
 from qsim.harness import pool_worker
 from qsim.harness.processes import PoolProcessSpec, WorkerProcesses
 from qsim.loadtest.workers import WorkerPool
-from qsim.scenario import EngineSettings, Scenario
+from qsim.spec.scenario import EngineSettings, Scenario
 
 FIELDS = setting_fields()
 SHARED = [f for f in FIELDS if f.shared]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from qsim.analysis.plan import SLO, parse_slo
+from qsim.analysis.slo.language import SLO, parse_slo
+from qsim.analysis.slo.windowed import WindowMetric
 from qsim.analysis.stats import estimate
-from qsim.analysis.windowed import WindowMetric
 from qsim.errors import ScenarioError
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qsim.records import Records, attempts_frame, jobs_frame
-from qsim.summary import STAT_KEYS, stats, summarize
+from qsim.results.records import Records, attempts_frame, jobs_frame
+from qsim.results.summary import STAT_KEYS, stats, summarize
 
 NAN = float("nan")
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from qsim.analysis import theory
 from qsim.analysis.theory import (
@@ -24,7 +25,7 @@ from qsim.analysis.theory import (
     predict,
 )
 from qsim.errors import TheoryNotApplicable
-from qsim.scenario import Scenario
+from qsim.spec.scenario import Scenario
 
 
 def erlang_c_direct(c: int, a: float) -> float:
@@ -152,7 +153,7 @@ def test_cobham_orders_classes() -> None:
     assert waits[0] < waits[1] < waits[2]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     c=st.integers(min_value=1, max_value=40),
     shares=st.lists(st.floats(min_value=0.0, max_value=1.0, allow_subnormal=False), min_size=1, max_size=5),

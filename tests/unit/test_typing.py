@@ -25,6 +25,7 @@ def test_the_configuration_is_strict_over_the_whole_package() -> None:
     assert relaxed == [["qsim.loadtest.shape"]], "relax a module only where an untyped library forces it"
 
 
+@pytest.mark.timeout(900)  # mypy --strict of the whole package from a cold cache: 1.5 min idle, more when busy
 def test_mypy_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given the repository (its pyproject.toml says what to check and how; a cache next to the sources)
     monkeypatch.chdir(REPO)

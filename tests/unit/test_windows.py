@@ -14,10 +14,10 @@ from qsim.cli import main
 from qsim.errors import ScenarioError
 from qsim.model import simulate
 from qsim.model import windowstream
-from qsim.records import Records, jobs_frame
-from qsim.scenario import Scenario
-from qsim.summary import STREAM_REL_ERROR, summarize
-from qsim.windows import WINDOW_FIELDS, group_quantiles, mean_steps, window_count, window_edges
+from qsim.results.records import Records, jobs_frame
+from qsim.results.summary import STREAM_REL_ERROR, summarize
+from qsim.results.windows import WINDOW_FIELDS, group_quantiles, mean_steps, window_count, window_edges
+from qsim.spec.scenario import Scenario
 
 NAN = math.nan
 
@@ -57,6 +57,8 @@ def test_every_figure_on_a_small_run_by_hand() -> None:
     # waits of measured jobs by the window of their start: (0, 3, 2) -> p50 2, p95 2.9; (1); none
     assert [x["wait_p50"] for x in w] == pytest.approx([2.0, 1.0, None])
     assert w[0]["wait_p95"] == pytest.approx(2.9) and w[2]["wait_p95"] is None
+    # mean_wait: the mean of the same waits: 5/3, 1, none
+    assert [x["mean_wait"] for x in w] == pytest.approx([5 / 3, 1.0, None])
     # oldest: the job from before warm-up started after 7 s; the unfinished one is 6 s old at 30, 7 at 31
     assert [x["oldest_age"] for x in w] == pytest.approx([7.0, 6.0, 7.0])
     # workers: time-weighted mean processes: 2, (5 x 2 + 5 x 1) / 10, 1
@@ -152,6 +154,7 @@ def test_a_window_with_more_waits_than_it_keeps_folds_them_into_a_histogram(monk
     for a, b in zip(kept, streamed):
         for key in ("wait_p50", "wait_p95"):
             assert b[key] == pytest.approx(a[key], rel=STREAM_REL_ERROR, abs=1e-6)
+        assert b["mean_wait"] == pytest.approx(a["mean_wait"], rel=1e-9)  # the sum is kept exactly
         assert b["oldest_age"] == pytest.approx(a["oldest_age"])  # the longest wait is kept exactly
 
 

@@ -105,3 +105,16 @@ def test_a_worker_takes_whole_settings_and_keywords_replace_fields() -> None:
     assert w.settings.concurrency == 2 and w.settings.names == ("a", "b") and s.concurrency == 4
     with pytest.raises(TypeError):
         Worker("q", _noop, concurency=3)
+
+
+def test_worker_options_are_the_settings_fields_but_queues() -> None:
+    # the typed keywords of Worker(queues, handler, **options) name every field of WorkerSettings, no more
+    import dataclasses
+    import typing
+
+    from qsim.engine.settings import WorkerOptions, WorkerSettings
+
+    fields = {f.name: f for f in dataclasses.fields(WorkerSettings) if f.init and f.name != "queues"}
+    assert set(WorkerOptions.__annotations__) == set(fields)
+    hints, options = typing.get_type_hints(WorkerSettings), typing.get_type_hints(WorkerOptions)
+    assert {name: hints[name] for name in fields} == options

@@ -10,8 +10,8 @@ import pytest
 
 from qsim.harness.plan import plan_jobs, plan_workload
 from qsim.model import Model, simulate
-from qsim.scenario import Scenario
-from qsim.workload import JobDraws, Workload, draw_jobs, draw_workload, plan_attempts
+from qsim.spec.scenario import Scenario
+from qsim.spec.workload import JobDraws, Workload, draw_jobs, draw_workload, plan_attempts
 
 
 def scenario(**top: Any) -> Scenario:

@@ -42,13 +42,16 @@ local wake = false
 for i = 0, n - 1 do
   local b = 4 + i * stride
   local id = ARGV[b]
+  local exists = false
   if id == '' then
     repeat
       id = tostring(redis.call('INCR', KEYS[4]))
     until redis.call('EXISTS', prefix .. id) == 0
+  else
+    exists = redis.call('EXISTS', prefix .. id) == 1
   end
   local jk = prefix .. id
-  if redis.call('EXISTS', jk) == 1 then
+  if exists then
     local stored = redis.pcall('HGET', jk, 'name')
     out[#out + 1] = id
     out[#out + 1] = type(stored) == 'string' and stored or ''

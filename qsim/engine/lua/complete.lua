@@ -57,10 +57,12 @@ for i = 6 + 2 * notices, #ARGV, 4 do
   else
     redis.call('ZREM', KEYS[1], id)
     if f[11] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
-    local started = qsim_held_start(jk, f[3], f[10], tonumber(ARGV[i + 3]) or 0, now_s)
-    redis.call('HSET', jk, 'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
-      'attempts_made', (tonumber(f[5]) or 0) + 1,
-      'log', qsim_log(f[6], (started or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';'))
+    local hs = {'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
+      'attempts_made', (tonumber(f[5]) or 0) + 1}
+    local started = qsim_held_start(hs, f[3], f[10], tonumber(ARGV[i + 3]) or 0, now_s)
+    hs[#hs + 1] = 'log'
+    hs[#hs + 1] = qsim_log(f[6], (started or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';')
+    redis.call('HSET', jk, unpack(hs))
     redis.call('ZADD', KEYS[2], now_ms, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
     codes[#codes + 1] = 1

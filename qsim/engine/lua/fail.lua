@@ -57,9 +57,11 @@ for i = 3, #ARGV, 7 do
     if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
     if f[14] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
-    local started = qsim_held_start(jk, f[3], f[13], tonumber(ARGV[i + 6]) or 0, now_s)
-    redis.call('HSET', jk, 'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3],
-      'log', qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';'))
+    local hs = {'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3]}
+    local started = qsim_held_start(hs, f[3], f[13], tonumber(ARGV[i + 6]) or 0, now_s)
+    hs[#hs + 1] = 'log'
+    hs[#hs + 1] = qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';')
+    redis.call('HSET', jk, unpack(hs))
     redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'failed', 'job', id, 'name', name,
       'error', err, 'attempt', made)
     if delay < 0 or made >= (tonumber(f[6]) or 1) then

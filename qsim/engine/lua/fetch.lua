@@ -52,11 +52,13 @@ Limits: concurrency_limit caps ZCARD(active) (a dead worker's job counts until
 the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
 
-Returns one JSON string: [status, job, job, ...] with status = [wait_ms, limited, i, ...]:
+Returns one JSON string: [status, job, job, ...] with status = [wait_ms, limited, now, i, ...]:
 wait_ms is -1, or, when queues still have waiting jobs that their rate limit
 holds back, the ms until the earliest of them may start; limited is 1 when a
 queue of the call has a concurrency or rate limit set, else 0 (the worker then
-fetches only for free slots, never ahead); the i are the
+fetches only for free slots, never ahead, and hands back the jobs it holds);
+now is Redis' time of the call ("<s>.<us>", the time the jobs were locked: the
+worker ages a held job's lock from it, not from when it read the reply); the i are the
 unkeyed ones among those queues (held back whole: the worker need not wake
 for their adds; a keyed queue's new job may have a key with room). job = [id, token,
 name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
@@ -250,7 +252,7 @@ local function candidate(q)
   return {id = h[1], eff = math.floor(tonumber(h[2]) / SHIFT)}
 end
 
-local out = {{-1, limited}}
+local out = {{-1, limited, now_s}}
 local k = 0
 local touched = {}  -- rate-limit ZSETs written: their expiry is renewed once at the end
 local function start(q, i, id, s)
@@ -270,13 +272,16 @@ local function start(q, i, id, s)
   end
   k = k + 1
   local tok = tokp .. ':' .. k
-  if f[7] then
-    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok)
-  else
-    redis.call('HSET', jk, 'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok,
-      'started_at', now_s)
+  local hs = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok}
+  if not f[7] then
+    hs[9] = 'started_at'
+    hs[10] = now_s
   end
-  if k > at_once then redis.call('HSET', jk, 'held', '1') end
+  if k > at_once then
+    hs[#hs + 1] = 'held'
+    hs[#hs + 1] = '1'
+  end
+  redis.call('HSET', jk, unpack(hs))
   redis.call('ZADD', q.active, expiry, id)
   q.room = q.room - 1
   q.took = true

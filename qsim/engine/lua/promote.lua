@@ -7,6 +7,9 @@ KEYS[4] marker    LIST wake-up marker
 ARGV[1] job key prefix
 ARGV[2] at most this many jobs per call
 ARGV[3] events stream max length (approximate)
+ARGV[4] "1": re-arm the marker: push it when jobs wait and it is empty, promoted or not (an idle
+        worker's check after its blocking wait timed out: a wake-up taken by a worker that died
+        before it fetched is given again, and the waiting workers fetch only when there is work)
 
 A job whose key holds another type than a hash goes to the DLQ and the
 corrupt set (job_lib). Returns ms until the next delayed job is due (0 when more are due now),
@@ -27,7 +30,7 @@ for _, id in ipairs(due) do
     redis.call('HSET', jk, 'state', 'waiting')
   end
 end
-if #due > 0 and redis.call('LLEN', KEYS[4]) == 0 then
+if (#due > 0 or (ARGV[4] == '1' and redis.call('ZCARD', KEYS[2]) > 0)) and redis.call('LLEN', KEYS[4]) == 0 then
   redis.call('RPUSH', KEYS[4], '1')
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -1,0 +1,734 @@
+"""Reading a cluster's autoscaler: a KEDA ScaledObject or an HPA and its worker Deployment, as a Scenario's.
+
+:func:`read_objects` (``qsim.load_k8s`` in the flat API) reads YAML files (several documents each is fine) holding one
+autoscaler object, a ``keda.sh/v1alpha1`` ScaledObject or an
+``autoscaling/v2`` HorizontalPodAutoscaler, and the ``apps/v1`` Deployment it
+targets, and gives the pool's ``[[autoscalers]]`` table (TOML keys) and pool
+settings. It is the inverse of :func:`qsim.autoscale.manifest.manifest`:
+
+=================================================== ==========================================
+object field                                        scenario key
+=================================================== ==========================================
+minReplicaCount / maxReplicaCount (KEDA: 0, 100)     min / max (``idleReplicaCount: 0`` with
+minReplicas / maxReplicas (HPA: 1, required)         ``minReplicaCount: 1`` is ``min = 0``; an HPA's
+                                                     ``minReplicas: 0`` is ``min = 0``, ``keda = false``)
+pollingInterval (KEDA: 30)                           poll (KEDA's 0 <-> 1 check)
+cooldownPeriod (300), initialCooldownPeriod (0)      cooldown, initial_cooldown
+(the HPA's sync period is a controller flag)         sync: 15 (kube-controller-manager's default)
+a ``redis`` trigger: listName, listLength (5),       metric list_length, target, activation
+activationListLength (0)
+a ``prometheus`` trigger on a metric qsim exports    metric list_length | in_flight | oldest_age |
+(query, threshold, activationThreshold, metricType)  p95_wait (window from the query's range) |
+an HPA ``External`` metric of the same name          recommended_workers, target, metric_type
+``cron`` triggers: start and end (daily             policy schedule: floors (one per trigger:
+``M H * * *``), desiredReplicas, timezone (one)      start, end, replicas), timezone
+no ``behavior`` (an HPA's, or a ScaledObject's       ``behavior = false`` (Kubernetes' fixed rules
+``advanced.horizontalPodAutoscalerConfig``)          for an HPA without behavior)
+behavior.scaleUp / scaleDown: stabilizationWindow-   scale_{up,down}_stabilization,
+Seconds, policies (Pods | Percent, periodSeconds),   scale_{up,down} (Kubernetes' defaults
+selectPolicy, tolerance                              where a part is absent), scale_{up,down}_select,
+                                                     scale_{up,down}_tolerance
+the Deployment's replicas                            the pool's workers
+terminationGracePeriodSeconds (30) minus a preStop   grace (also at most the worker's
+``sleep``                                            --shutdown-grace)
+``qsim worker`` args: --concurrency (10), --prefetch  the pool's concurrency, [engine] prefetch
+--advise-slo, --advise-window                        the advisor's slo and window
+=================================================== ==========================================
+
+The advice (``qsim_recommended_workers``) as an ``AverageValue`` target of 1
+is the ``qsim`` policy; any other metric or target the ``hpa`` policy; ``cron``
+triggers make it the ``schedule`` policy, whose reactive trigger is the other
+one (if any). A cron expression other than a daily ``M H * * *`` (plain minute
+and hour), or cron triggers in different time zones (the scenario has one clock),
+are errors naming the field and the value.
+A series qsim's workers export (``qsim_queue_*``, the wait histogram,
+``qsim_recommended_workers`` with no ``qsim advise`` Deployment among the
+objects) is there only while a worker is ready: such a trigger is read with
+``metric_from = "workers"``, and a prometheus trigger's ``ignoreNullValues``
+(``"true"`` by default) is ``ignore_null`` (an HPA's External metric has none:
+``ignore_null = false``, a missing series is an error). A ScaledObject's
+``fallback`` (``failureThreshold``, ``replicas``, behaviour ``static``) is
+``fallback_failures``, ``fallback_replicas`` (:mod:`qsim.autoscale.nulls`).
+A ``redis`` trigger and the advisor's series are always there
+(``metric_from = "queue"``). Names, addresses and authentication do not
+change what is scaled. Anything else qsim cannot honour (a ``cpu``
+trigger, a ``Resource`` metric, a second reactive trigger: qsim's autoscaler holds one
+metric (beside cron floors) where KEDA and the HPA take the max of several, ``scalingModifiers``) is a
+:class:`~qsim.errors.ScenarioError` naming
+the file, the object and the field path, or with ``ignore_unknown`` one
+line of :attr:`K8sRead.ignored`. Values outside the Kubernetes/KEDA API
+ranges (stabilisation 0..3600 s, a policy's period 1..1800 s, min <= max,
+...) are errors either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qsim.autoscale.k8s_cron import cron_floors
+from qsim.autoscale.k8s_ranges import PERIOD, STABILIZATION
+from qsim.autoscale.metric_source import every_job_in_the_list
+from qsim.errors import ScenarioError
+from qsim.spec.scenario import Scenario
+from qsim.spec.autoscaler import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, DEFAULT_SYNC, FALLBACK_BEHAVIORS, SLO_SHAPE, \
+    ScalePolicySpec
+
+__all__ = ["K8sRead", "read_objects", "apply_k8s", "duration", "EXPORTED", "HPA_SYNC_PERIOD"]
+
+#: The Prometheus series qsim exports, by the metric an autoscaler reads (an HPA's External metric name).
+EXPORTED = {"list_length": "qsim_queue_jobs", "oldest_age": "qsim_queue_oldest_waiting_age_seconds",
+            "p95_wait": "qsim_job_wait_seconds_p95", "recommended_workers": "qsim_recommended_workers",
+            "in_flight": "qsim_queue_in_flight"}  # in_flight: prometheus-adapter's name for waiting + active
+#: The same, for a BullMQ queue: the gauges ``qsim advise --from bullmq`` serves (qsim.bullmq.gauges).
+BULLMQ_EXPORTED = {"list_length": "qsim_bullmq_jobs", "oldest_age": "qsim_bullmq_oldest_waiting_age_seconds",
+                   "in_flight": "qsim_bullmq_in_flight"}  # in_flight: the adapter's name for waiting + active
+#: Seconds between the HPA controller's decisions (kube-controller-manager's default sync period).
+HPA_SYNC_PERIOD = DEFAULT_SYNC
+_KEDA = "keda.sh/v1alpha1"
+_HPA = "autoscaling/v2"
+_RANGES = {"stabilizationWindowSeconds": STABILIZATION, "periodSeconds": PERIOD}
+_SELECT = {"Max": "max", "Min": "min", "Disabled": "disabled"}
+_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40, "Pi": 2.0 ** 50, "Ei": 2.0 ** 60}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_INERT_SPEC = {"scaleTargetRef"}
+#: Series the workers export (gone when none is ready); qsim_recommended_workers also, unless an advisor runs.
+_WORKER_SERIES = ("qsim_queue_jobs", "qsim_queue_oldest_waiting_age_seconds", "qsim_job_wait_seconds",
+                  "qsim_queue_in_flight", "qsim_recommended_workers")
+#: strconv.ParseBool's spellings, as KEDA reads a boolean trigger field.
+_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+         "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+@dataclass(frozen=True)
+class K8sRead:
+    """What the objects say: the ``[[autoscalers]]`` table, the pool's settings, the fields left out.
+
+    ``pool`` holds ``workers``, ``concurrency``, ``grace`` and, when the
+    Deployment says, ``prefetch``, ``termination_grace_period`` and ``pre_stop``;
+    ``ignored`` one sentence per field not honoured (with ``ignore_unknown``); ``objects`` names
+    what was read; ``deployment`` is the Deployment as read (None: none given); ``source`` is
+    ``redis`` when KEDA reads a wait list itself (a ``redis`` trigger), else ``metrics``.
+    """
+
+    autoscaler: dict[str, Any]
+    pool: dict[str, Any]
+    ignored: tuple[str, ...] = ()
+    objects: tuple[str, ...] = ()
+    deployment: Mapping[str, Any] | None = None
+    source: str = "metrics"
+
+
+@dataclass
+class _Where:
+    """The object being read, for messages; collects what is not honoured."""
+
+    file: str
+    kind: str
+    name: str
+    ignore_unknown: bool
+    ignored: list[str] = field(default_factory=list)
+
+    def prefix(self, path: str) -> str:
+        return f"{self.file}: {self.kind} {self.name}: {path}"
+
+    def error(self, path: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.prefix(path)} {problem}")
+
+    def unhonoured(self, path: str, why: str) -> None:
+        """A field qsim cannot honour: an error, or with ignore_unknown a line of ``ignored``."""
+        if not self.ignore_unknown:
+            raise self.error(path, f"{why}; qsim cannot honour it (--ignore-unknown reads the rest without it)")
+        self.ignored.append(f"{self.prefix(path)} {why}")
+
+
+# ------------------------------------------------------------------ values
+
+
+def quantity(where: _Where, path: str, value: Any) -> float:
+    """A Kubernetes quantity (``"1"``, ``"500m"``, ``8``, ``"2k"``) as a number."""
+    if isinstance(value, bool) or value is None:
+        raise where.error(path, f"must be a number, got {value!r}")
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        raise where.error(path, f"must be a number (a Kubernetes quantity like 8 or \"500m\"), got {value!r}")
+    return float(m.group(1)) * _SUFFIX[m.group(2) or ""]
+
+
+def _positive(where: _Where, path: str, value: Any) -> float:
+    x = quantity(where, path, value)
+    if not (math.isfinite(x) and x > 0):
+        raise where.error(path, f"must be > 0, got {value!r}")
+    return x
+
+
+def _whole(where: _Where, path: str, value: Any, low: int, high: int | None = None) -> int:
+    """A whole number within the API's range ``[low, high]``."""
+    text = str(value).strip() if isinstance(value, str) else value
+    if isinstance(text, str) and re.fullmatch(r"[+-]?\d+", text):
+        text = int(text)
+    if isinstance(text, bool) or not isinstance(text, int):
+        raise where.error(path, f"must be a whole number, got {value!r}")
+    if text < low or (high is not None and text > high):
+        allowed = f"{low}..{high}" if high is not None else f">= {low}"
+        raise where.error(path, f"must be in {allowed} (the Kubernetes/KEDA API's range), got {text}")
+    return text
+
+
+def _mapping(where: _Where, path: str, value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise where.error(path, f"must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _listing(where: _Where, path: str, value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise where.error(path, f"must be a list, got {type(value).__name__}")
+    return value
+
+
+def _unknown_keys(where: _Where, path: str, given: Mapping[str, Any], known: Iterable[str]) -> None:
+    for key in given:
+        if key not in set(known):
+            where.unhonoured(f"{path}.{key}", "is not a field qsim reads")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration(where: _Where, path: str, text: str) -> float:
+    """A duration as Prometheus and ``qsim worker --advise-window`` write it (``90s``, ``15m``, ``1h30m``, or
+    seconds) in seconds, > 0."""
+    text = str(text).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION.findall(text)
+        seconds = (sum(float(n) * _UNIT[u] for n, u in parts)
+                   if parts and "".join(n + u for n, u in parts) == text else math.nan)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise where.error(path, f"must be a duration like 90s, 15m or 1h30m, got {text!r}")
+    return seconds
+
+
+# ------------------------------------------------------------------ behaviour
+
+
+def behavior(where: _Where, path: str, value: Any) -> dict[str, Any]:
+    """``behavior`` (HPA) as scale_up/scale_down keys; Kubernetes' defaults where a part is absent; none at all
+    is ``behavior = false`` (an HPA without behavior follows Kubernetes' fixed rules, not those defaults)."""
+    if value is None:
+        return {"behavior": False}
+    b = _mapping(where, path, value)
+    _unknown_keys(where, path, b, ("scaleUp", "scaleDown"))
+    out: dict[str, Any] = {}
+    for way, key, stabilization, rules in (("up", "scaleUp", 0, DEFAULT_SCALE_UP),
+                                           ("down", "scaleDown", 300, DEFAULT_SCALE_DOWN)):
+        at = f"{path}.{key}"
+        r = _mapping(where, at, b.get(key))
+        _unknown_keys(where, at, r, ("stabilizationWindowSeconds", "selectPolicy", "policies", "tolerance"))
+        low, high = _RANGES["stabilizationWindowSeconds"]
+        window = r.get("stabilizationWindowSeconds")
+        out[f"scale_{way}_stabilization"] = float(stabilization if window is None else _whole(
+            where, f"{at}.stabilizationWindowSeconds", window, low, high))
+        select = r.get("selectPolicy", "Max")
+        if select not in _SELECT:
+            raise where.error(f"{at}.selectPolicy", f"must be Max, Min or Disabled, got {select!r}")
+        out[f"scale_{way}_select"] = _SELECT[select]
+        if "policies" in r:
+            out[f"scale_{way}"] = [scale_policy(where, f"{at}.policies[{i}]", p)
+                                   for i, p in enumerate(_listing(where, f"{at}.policies", r["policies"]))]
+        else:  # the API server fills the defaults in; none are written for a disabled direction
+            out[f"scale_{way}"] = [] if select == "Disabled" else [_rule_table(p) for p in rules]
+        if "tolerance" in r:
+            tol = quantity(where, f"{at}.tolerance", r["tolerance"])
+            if not (math.isfinite(tol) and tol >= 0):
+                raise where.error(f"{at}.tolerance", f"must be >= 0, got {r['tolerance']!r}")
+            out[f"scale_{way}_tolerance"] = tol
+    return out
+
+
+def _rule_table(p: ScalePolicySpec) -> dict[str, Any]:
+    return {"type": p.type, "value": p.value, "period": p.period}
+
+
+def scale_policy(where: _Where, path: str, value: Any) -> dict[str, Any]:
+    """One HPA scaling policy (``{type: Pods|Percent, value, periodSeconds}``) as ``{type, value, period}``."""
+    p = _mapping(where, path, value)
+    _unknown_keys(where, path, p, ("type", "value", "periodSeconds"))
+    if p.get("type") not in ("Pods", "Percent"):
+        raise where.error(f"{path}.type", f"must be Pods or Percent, got {p.get('type')!r}")
+    low, high = _RANGES["periodSeconds"]
+    return {"type": str(p["type"]).lower(), "value": _whole(where, f"{path}.value", p.get("value"), 1),
+            "period": float(_whole(where, f"{path}.periodSeconds", p.get("periodSeconds"), low, high))}
+
+
+# ------------------------------------------------------------------ metrics
+
+
+def _queue_named(where: _Where, path: str, name: str, queues: Sequence[str]) -> None:
+    if name not in queues and name != ",".join(queues):
+        raise where.error(path, f"names queue {name!r}, which the pool does not serve (its queues: "
+                                f"{', '.join(queues)})")
+
+
+def query_metric(where: _Where, path: str, query: str, queues: Sequence[str]) -> tuple[str, float | None]:
+    """The metric a PromQL query on qsim's series reads, and its window (s) for ``p95_wait``."""
+    for op, literal in re.findall(r'queue\s*(=~|=)\s*"((?:[^"\\]|\\.)*)"', query):
+        try:
+            label = json.loads(f'"{literal}"')  # PromQL's string escapes (Go's): \" and \\ as in JSON
+        except ValueError:
+            raise where.error(path, f"has a queue label qsim cannot read: {literal!r}") from None
+        names = [re.sub(r"\\(.)", r"\1", n) for n in re.split(r"(?<!\\)\|", label)] if op == "=~" else [label]
+        for name in names:
+            _queue_named(where, path, name, queues)
+    if "qsim_recommended_workers" in query:
+        return "recommended_workers", None
+    if "qsim_queue_oldest_waiting_age_seconds" in query or "qsim_bullmq_oldest_waiting_age_seconds" in query:
+        return "oldest_age", None
+    for series in ("qsim_queue_jobs", "qsim_bullmq_jobs"):  # a qsim queue's, a BullMQ queue's (the advisor's)
+        if series in query:
+            if re.search(r'state\s*=~\s*"(waiting\|active|active\|waiting)"', query):
+                return "in_flight", None
+            if not re.search(r'state\s*=\s*"waiting"', query):
+                raise where.error(path, f"reads {series} without state=\"waiting\": qsim scales on the waiting "
+                                        "jobs (or waiting|active: in_flight)")
+            return "list_length", None
+    if "qsim_job_wait_seconds_bucket" in query:
+        m = re.search(r"histogram_quantile\(\s*0\.95\s*,.*\[([0-9a-z]+)\]", query, re.S)
+        if not m:
+            raise where.error(path, "reads the wait histogram but not as histogram_quantile(0.95, ... [RANGE]): "
+                                    "qsim's p95_wait is the 95th percentile over a range")
+        return "p95_wait", duration(where, f"{path} range", m.group(1))
+    raise where.error(path, f"reads none of the metrics qsim exports ({', '.join(sorted(EXPORTED.values()))}"
+                            f", qsim_job_wait_seconds_bucket): {query!r}")
+
+
+def _list_queue(where: _Where, path: str, name: str, queues: Sequence[str]) -> None:
+    """A redis trigger's listName: the queue, or a waiting list of it (``bull:orders:wait``); never qsim's own
+    ``qsim:{orders}:wait``, a sorted set."""
+    parts = name.split(":")
+    if len(parts) >= 3 and parts[-1] == "wait" and parts[-2].startswith("{"):
+        raise where.error(path, f"is {name!r}, qsim's waiting set: a sorted set, which KEDA's redis list trigger "
+                                "cannot read (LLEN); scale on qsim_queue_jobs{state=\"waiting\"} with a prometheus "
+                                "trigger")
+    stem = parts[-2] if len(parts) >= 3 and parts[-1] == "wait" else name
+    _queue_named(where, path, stem, queues)
+
+
+def trigger(where: _Where, path: str, value: Any, queues: Sequence[str]) -> dict[str, Any] | None:
+    """One KEDA trigger as metric keys (``metric``, ``target``, ``metric_type``, ``activation``, ``window``)."""
+    t = _mapping(where, path, value)
+    kind = t.get("type")
+    meta = _mapping(where, f"{path}.metadata", t.get("metadata"))
+    mtype = t.get("metricType", "AverageValue")
+    if mtype not in ("AverageValue", "Value"):
+        where.unhonoured(f"{path}.metricType", f"is {mtype!r} (qsim reads AverageValue or Value)")
+        return None
+    if kind == "redis":
+        if "listName" not in meta:
+            raise where.error(f"{path}.metadata.listName", "is required for a redis trigger")
+        _list_queue(where, f"{path}.metadata.listName", str(meta["listName"]), queues)
+        return {"metric": "list_length", "metric_type": mtype, "source": "redis",
+                "target": _positive(where, f"{path}.metadata.listLength", meta.get("listLength", "5")),
+                "activation": quantity(where, f"{path}.metadata.activationListLength",
+                                       meta.get("activationListLength", "0"))}
+    if kind == "prometheus":
+        if "query" not in meta or "threshold" not in meta:
+            raise where.error(f"{path}.metadata", "needs query and threshold (a prometheus trigger)")
+        metric, window = query_metric(where, f"{path}.metadata.query", str(meta["query"]), queues)
+        out: dict[str, Any] = {"metric": metric, "metric_type": mtype,
+                               "target": _positive(where, f"{path}.metadata.threshold", meta["threshold"]),
+                               "activation": quantity(where, f"{path}.metadata.activationThreshold",
+                                                      meta.get("activationThreshold", "0"))}
+        if any(series in str(meta["query"]) for series in _WORKER_SERIES):
+            out["metric_from"] = "workers"
+        if "ignoreNullValues" in meta:
+            flag = str(meta["ignoreNullValues"]).strip()
+            if flag not in _BOOL:
+                raise where.error(f"{path}.metadata.ignoreNullValues", f"must be true or false, got "
+                                                                        f"{meta['ignoreNullValues']!r}")
+            if not _BOOL[flag]:
+                out["ignore_null"] = False
+        if window is not None:
+            out["window"] = window
+        return out
+    where.unhonoured(f"{path}.type", f"is {kind!r} (qsim reads redis list triggers and prometheus triggers on "
+                                     "its own metrics)")
+    return None
+
+
+def external_metric(where: _Where, path: str, value: Any, queues: Sequence[str]) -> dict[str, Any] | None:
+    """One HPA ``metrics`` entry: an External metric qsim exports, as metric keys."""
+    m = _mapping(where, path, value)
+    if m.get("type") != "External":
+        where.unhonoured(f"{path}.type", f"is {m.get('type')!r} (qsim scales on External metrics it exports, "
+                                         "not on CPU or other pod metrics)")
+        return None
+    ext = _mapping(where, f"{path}.external", m.get("external"))
+    metric = _mapping(where, f"{path}.external.metric", ext.get("metric"))
+    names = {v: k for exported in (EXPORTED, BULLMQ_EXPORTED) for k, v in exported.items()}
+    if metric.get("name") not in names:
+        where.unhonoured(f"{path}.external.metric.name", f"is {metric.get('name')!r}, not a metric qsim exports "
+                                                         f"({', '.join(sorted(names))})")
+        return None
+    selector = _mapping(where, f"{path}.external.metric.selector", metric.get("selector"))
+    labels = _mapping(where, f"{path}.external.metric.selector.matchLabels", selector.get("matchLabels"))
+    if "queue" in labels:
+        _queue_named(where, f"{path}.external.metric.selector.matchLabels.queue", str(labels["queue"]), queues)
+    target = _mapping(where, f"{path}.external.target", ext.get("target"))
+    kind = target.get("type")
+    if kind not in ("AverageValue", "Value"):
+        raise where.error(f"{path}.external.target.type", f"must be AverageValue or Value, got {kind!r}")
+    key = "averageValue" if kind == "AverageValue" else "value"
+    out = {"metric": names[metric["name"]], "metric_type": kind,
+           "target": _positive(where, f"{path}.external.target.{key}", target.get(key)), "activation": 0.0}
+    if metric["name"] in EXPORTED.values():  # the workers' (the adapter's names); no ignoreNullValues: a series that is not there is an error
+        out.update(metric_from="workers", ignore_null=False)
+    return out
+
+
+# ------------------------------------------------------------------ the objects
+
+
+def scaled_object(where: _Where, doc: Mapping[str, Any], queues: Sequence[str]) -> dict[str, Any]:
+    """A KEDA ScaledObject's autoscaler keys (common keys, metric, behaviour)."""
+    spec = _mapping(where, "spec", doc.get("spec"))
+    known = _INERT_SPEC | {"minReplicaCount", "maxReplicaCount", "pollingInterval", "cooldownPeriod", "advanced",
+                           "triggers", "idleReplicaCount", "initialCooldownPeriod", "fallback"}
+    _unknown_keys(where, "spec", spec, known)
+    low = _whole(where, "spec.minReplicaCount", spec.get("minReplicaCount", 0), 0)
+    high = _whole(where, "spec.maxReplicaCount", spec.get("maxReplicaCount", 100), 1)
+    if low > high:
+        raise where.error("spec.minReplicaCount", f"must be <= maxReplicaCount ({high}), got {low}")
+    if "idleReplicaCount" in spec:
+        idle = _whole(where, "spec.idleReplicaCount", spec["idleReplicaCount"], 0)
+        if idle == 0 and low == 1:
+            low = 0  # scale to zero when inactive, at least one when active: qsim's min = 0
+        else:
+            where.unhonoured("spec.idleReplicaCount", f"is {idle} with minReplicaCount {low} (qsim honours "
+                                                      "idleReplicaCount 0 with minReplicaCount 1, as min = 0)")
+    table: dict[str, Any] = {
+        "min": low, "max": high,
+        "poll": float(_whole(where, "spec.pollingInterval", spec.get("pollingInterval", 30), 1)),
+        "cooldown": float(_whole(where, "spec.cooldownPeriod", spec.get("cooldownPeriod", 300), 0))}
+    if "initialCooldownPeriod" in spec:
+        table["initial_cooldown"] = float(_whole(where, "spec.initialCooldownPeriod", spec["initialCooldownPeriod"], 0))
+    if spec.get("fallback") is not None:
+        table.update(fallback(where, "spec.fallback", spec["fallback"]))
+    advanced = _mapping(where, "spec.advanced", spec.get("advanced"))
+    _unknown_keys(where, "spec.advanced", advanced, ("horizontalPodAutoscalerConfig", "restoreToOriginalReplicaCount"))
+    hpa = _mapping(where, "spec.advanced.horizontalPodAutoscalerConfig", advanced.get("horizontalPodAutoscalerConfig"))
+    _unknown_keys(where, "spec.advanced.horizontalPodAutoscalerConfig", hpa, ("behavior", "name"))
+    table.update(behavior(where, "spec.advanced.horizontalPodAutoscalerConfig.behavior", hpa.get("behavior")))
+    triggers = _listing(where, "spec.triggers", spec.get("triggers"))
+    cron = [i for i, t in enumerate(triggers) if isinstance(t, Mapping) and t.get("type") == "cron"]
+    metrics = [None if i in cron else trigger(where, f"spec.triggers[{i}]", t, queues)
+               for i, t in enumerate(triggers)]
+    if cron:
+        table.update(cron_floors(where, "spec.triggers", {i: triggers[i] for i in cron}))
+        if not any(m is not None for m in metrics):
+            return table
+    table.update(_one_metric(where, "spec.triggers", metrics))
+    return table
+
+
+def fallback(where: _Where, path: str, value: Any) -> dict[str, Any]:
+    """A ScaledObject's ``fallback`` (``failureThreshold``, ``replicas``: both required, >= 0; ``behavior``)
+    as ``fallback_failures``, ``fallback_replicas`` and, when not ``static``, ``fallback_behavior``."""
+    f = _mapping(where, path, value)
+    _unknown_keys(where, path, f, ("failureThreshold", "replicas", "behavior"))
+    for key in ("failureThreshold", "replicas"):
+        if key not in f:
+            raise where.error(f"{path}.{key}", "is required (KEDA's fallback)")
+    behavior = f.get("behavior", "static")
+    if behavior not in FALLBACK_BEHAVIORS:
+        raise where.error(f"{path}.behavior", f"must be one of {', '.join(FALLBACK_BEHAVIORS)}, got {behavior!r}")
+    return {"fallback_failures": _whole(where, f"{path}.failureThreshold", f["failureThreshold"], 0),
+            "fallback_replicas": _whole(where, f"{path}.replicas", f["replicas"], 0),
+            **({"fallback_behavior": behavior} if behavior != "static" else {})}
+
+
+def hpa_object(where: _Where, doc: Mapping[str, Any], queues: Sequence[str]) -> dict[str, Any]:
+    """An autoscaling/v2 HorizontalPodAutoscaler's autoscaler keys."""
+    spec = _mapping(where, "spec", doc.get("spec"))
+    _unknown_keys(where, "spec", spec, ("scaleTargetRef", "minReplicas", "maxReplicas", "metrics", "behavior"))
+    low = _whole(where, "spec.minReplicas", spec.get("minReplicas", 1), 0)
+    if "maxReplicas" not in spec:
+        raise where.error("spec.maxReplicas", "is required")
+    high = _whole(where, "spec.maxReplicas", spec["maxReplicas"], 1)
+    if low > high:
+        raise where.error("spec.minReplicas", f"must be <= maxReplicas ({high}), got {low}")
+    table: dict[str, Any] = {"min": low, "max": high}
+    if low == 0:  # the HPAScaleToZero feature gate: the HPA itself goes to and from zero
+        table["keda"] = False
+    table.update(behavior(where, "spec.behavior", spec.get("behavior")))
+    metrics = [external_metric(where, f"spec.metrics[{i}]", m, queues)
+               for i, m in enumerate(_listing(where, "spec.metrics", spec.get("metrics")))]
+    table.update(_one_metric(where, "spec.metrics", metrics))
+    return table
+
+
+def _one_metric(where: _Where, path: str, metrics: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """The one metric qsim's autoscaler holds: the first honoured; the others are named."""
+    read = [(i, m) for i, m in enumerate(metrics) if m is not None]
+    if not read:
+        raise where.error(path, "has no metric qsim can scale on (a redis list trigger, or a metric qsim exports)")
+    for i, _ in read[1:]:
+        where.unhonoured(f"{path}[{i}]", f"is a second metric (KEDA and the HPA scale on the max of them; qsim's "
+                                         f"autoscaler holds one: it reads {path}[{read[0][0]}])")
+    return read[0][1]
+
+
+def deployment(where: _Where, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker Deployment's pool settings: replicas, grace, and the ``qsim worker`` container's flags."""
+    spec = _mapping(where, "spec", doc.get("spec"))
+    pod = _mapping(where, "spec.template.spec",
+                   _mapping(where, "spec.template", spec.get("template")).get("spec"))
+    out: dict[str, Any] = {"workers": _whole(where, "spec.replicas", spec.get("replicas", 1), 0)}
+    period = _whole(where, "spec.template.spec.terminationGracePeriodSeconds",
+                    pod.get("terminationGracePeriodSeconds", 30), 0)
+    containers = _listing(where, "spec.template.spec.containers", pod.get("containers"))
+    worker = None
+    for i, c in enumerate(containers):
+        at = f"spec.template.spec.containers[{i}]"
+        c = _mapping(where, at, c)
+        argv = [str(a) for a in (_listing(where, f"{at}.command", c.get("command"))
+                                 + _listing(where, f"{at}.args", c.get("args")))]
+        starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == "worker"]
+        if starts:
+            worker = (i, c, argv[starts[0] + 2:])
+            break
+    pre_stop = 0.0
+    flags: dict[str, Any] = {}
+    if worker is not None:
+        i, c, argv = worker
+        at = f"spec.template.spec.containers[{i}]"
+        pre_stop = _pre_stop(where, f"{at}.lifecycle.preStop", c)
+        flags = worker_flags(where, f"{at}.args", argv)
+    out.update(termination_grace_period=float(period), pre_stop=pre_stop)
+    grace = max(0.0, period - pre_stop)
+    if "shutdown_grace" in flags:
+        grace = min(grace, flags.pop("shutdown_grace"))
+    out["grace"] = grace
+    out.update(flags)
+    return out
+
+
+def _pre_stop(where: _Where, path: str, container: Mapping[str, Any]) -> float:
+    """The seconds a preStop hook sleeps (``sleep N`` as exec, or the ``sleep`` action); 0 without one."""
+    lifecycle = _mapping(where, path.rsplit(".", 1)[0], container.get("lifecycle"))
+    hook = _mapping(where, path, lifecycle.get("preStop"))
+    if not hook:
+        return 0.0
+    if "sleep" in hook:
+        return float(_whole(where, f"{path}.sleep.seconds", _mapping(where, path, hook["sleep"]).get("seconds"), 0))
+    command = [str(x) for x in _listing(where, f"{path}.exec.command",
+                                         _mapping(where, f"{path}.exec", hook.get("exec")).get("command"))]
+    words = " ".join(command).replace(";", " ").split()
+    if "sleep" in words and words.index("sleep") + 1 < len(words):
+        try:
+            return float(words[words.index("sleep") + 1])
+        except ValueError:
+            pass
+    where.unhonoured(path, "is a hook qsim cannot time (it reads a preStop sleep); its time is not taken "
+                           "from the grace")
+    return 0.0
+
+
+def worker_flags(where: _Where, path: str, argv: Sequence[str]) -> dict[str, Any]:
+    """The flags of ``qsim worker ARGS`` that the simulation has: concurrency, prefetch, shutdown grace, advice."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for flag in ("--concurrency", "--prefetch", "--shutdown-grace", "--advise-window"):
+        p.add_argument(flag)
+    p.add_argument("--advise-slo", action="append")
+    known, _ = p.parse_known_args(list(argv))
+    out: dict[str, Any] = {"concurrency": _whole(where, f"{path} --concurrency", known.concurrency or 10, 1)}
+    if known.prefetch is not None:
+        out["prefetch"] = (known.prefetch if known.prefetch == "auto"
+                           else _whole(where, f"{path} --prefetch", known.prefetch, 0))
+    if known.shutdown_grace is not None:
+        x = quantity(where, f"{path} --shutdown-grace", known.shutdown_grace)
+        if not x >= 0:
+            raise where.error(f"{path} --shutdown-grace", f"must be >= 0, got {known.shutdown_grace!r}")
+        out["shutdown_grace"] = x
+    slos = known.advise_slo or []
+    if len(slos) > 1:
+        where.unhonoured(f"{path} --advise-slo", f"is given {len(slos)} times (qsim's advisor policy holds one "
+                                                 f"SLO: it reads the first, {slos[0]!r})")
+    if slos:
+        if not SLO_SHAPE.match(slos[0]):
+            raise where.error(f"{path} --advise-slo", f"must be an SLO like p95_wait<=2, got {slos[0]!r}")
+        out["advise_slo"] = slos[0].strip()
+        out["advise_window"] = duration(where, f"{path} --advise-window", known.advise_window or "15m")
+    return out
+
+
+def advisor_flags(docs: Sequence[tuple[str, Mapping[str, Any]]], queues: Sequence[str]) -> dict[str, Any]:
+    """The SLO and window of a ``qsim advise`` Deployment for ``queues`` among ``docs`` (the advisor a trigger
+    reads; ``{}``: none), with its ``name``."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--queue", action="append")
+    p.add_argument("--slo", action="append")
+    p.add_argument("--window", default="15m")
+    for file, doc in docs:
+        if doc.get("kind") != "Deployment":
+            continue
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in pod.get("containers") or []:
+            argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+            starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == "advise"]
+            if not starts:
+                continue
+            known, _ = p.parse_known_args(argv[starts[0] + 2:])
+            if sorted(known.queue or []) != sorted(queues) or not known.slo:
+                continue
+            where = _Where(file, "Deployment", _name(doc), False)
+            return {"name": _name(doc), "advise_slo": known.slo[0].strip(),
+                    "advise_window": duration(where, "qsim advise --window", known.window)}
+    return {}
+
+
+# ------------------------------------------------------------------ files -> tables
+
+
+def _documents(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Mapping[str, Any]]]:
+    docs: list[tuple[str, Mapping[str, Any]]] = []
+    for f in files:
+        try:
+            text = Path(f).read_text(encoding="utf-8")
+            loaded = list(yaml.safe_load_all(text))
+        except OSError as e:
+            raise ScenarioError(f"{f}: cannot read: {e.strerror or e}") from e
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"{f}: not valid YAML: {e}") from e
+        for i, d in enumerate(loaded):
+            if d is None:
+                continue
+            if not isinstance(d, Mapping):
+                raise ScenarioError(f"{f}: document {i + 1} is not a Kubernetes object (a mapping)")
+            docs.append((str(f), d))
+    return docs
+
+
+def _name(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata")
+    return str(meta.get("name", "?")) if isinstance(meta, Mapping) else "?"
+
+
+def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str], *, slo: str | None = None,
+                 ignore_unknown: bool = False) -> K8sRead:
+    """Read the autoscaler object and its Deployment from ``files`` for a pool serving ``queues``.
+
+    ``slo``: the advisor's SLO when the Deployment carries no ``--advise-slo``
+    (the ``qsim`` policy and the ``recommended_workers`` metric need one).
+
+    Raises:
+        ScenarioError: no autoscaler object or several, a field not honoured
+            (unless ``ignore_unknown``), a value outside the API's range.
+    """
+    docs = _documents(files)
+    scalers = [(f, d) for f, d in docs if (d.get("apiVersion"), d.get("kind")) in
+               ((_KEDA, "ScaledObject"), (_HPA, "HorizontalPodAutoscaler"))]
+    if len(scalers) != 1:
+        found = ", ".join(f"{d.get('kind')} {_name(d)}" for _, d in scalers) or "none"
+        raise ScenarioError(f"--k8s: give one KEDA ScaledObject ({_KEDA}) or HorizontalPodAutoscaler ({_HPA}) "
+                            f"in {', '.join(map(str, files))}; found {found}")
+    file, obj = scalers[0]
+    where = _Where(file, str(obj["kind"]), _name(obj), ignore_unknown)
+    table = (scaled_object if obj["kind"] == "ScaledObject" else hpa_object)(where, obj, queues)
+    ref = _mapping(where, "spec.scaleTargetRef", _mapping(where, "spec", obj.get("spec")).get("scaleTargetRef"))
+    target = ref.get("name")
+    if not target:
+        raise where.error("spec.scaleTargetRef.name", "is required")
+    if ref.get("kind", "Deployment") != "Deployment":
+        where.unhonoured("spec.scaleTargetRef.kind", f"is {ref.get('kind')!r} (qsim reads a Deployment's workers)")
+    deployments = [(f, d) for f, d in docs if d.get("kind") == "Deployment" and _name(d) == target]
+    pool: dict[str, Any] = {}
+    objects = [f"{obj['kind']} {where.name} ({file})"]
+    if deployments:
+        dfile, dep = deployments[0]
+        if dep.get("apiVersion") != "apps/v1":
+            raise ScenarioError(f"{dfile}: Deployment {target}: apiVersion must be apps/v1, got "
+                                f"{dep.get('apiVersion')!r}")
+        dwhere = _Where(dfile, "Deployment", str(target), ignore_unknown, where.ignored)
+        pool = deployment(dwhere, dep)
+        objects.append(f"Deployment {target} ({dfile})")
+    elif any(d.get("kind") == "Deployment" for _, d in docs):
+        raise where.error("spec.scaleTargetRef.name", f"is {target!r}, and no Deployment given is named so")
+    advisor = advisor_flags(docs, queues)
+    advise_slo = pool.pop("advise_slo", None) or advisor.get("advise_slo") or slo
+    advise_window = pool.pop("advise_window", None) or advisor.get("advise_window")
+    if advisor:
+        objects.append(f"Deployment {advisor['name']} (qsim advise)")
+    if "grace" in pool:
+        table["grace"] = pool["grace"]
+    metric = table.pop("metric", None)
+    source = table.pop("source", "metrics")
+    if metric == "recommended_workers" and advisor:  # the advisor Deployment exports it with no worker
+        table.pop("metric_from", None)
+        if obj["kind"] != "ScaledObject":
+            table.pop("ignore_null", None)  # an HPA's: implied by a series that may vanish
+    if "floors" in table:
+        table = {"policy": "schedule", **({"metric": metric} if metric is not None else {}), **table}
+        if metric == "recommended_workers" and advise_window is not None:
+            table["window"] = advise_window
+    elif metric == "recommended_workers" and table["metric_type"] == "AverageValue" and table["target"] == 1:
+        table = {"policy": "qsim", **{k: v for k, v in table.items() if k not in ("metric_type", "target")}}
+        table["window"] = advise_window if advise_window is not None else 900.0
+    else:
+        table = {"policy": "hpa", "metric": metric, **table}
+        if metric == "recommended_workers" and advise_window is not None:
+            table["window"] = advise_window
+    if table["policy"] == "qsim" or metric == "recommended_workers":
+        if advise_slo is None:
+            raise where.error("spec", "scales on qsim_recommended_workers, and the Deployment carries no "
+                                      "--advise-slo: give the advisor's SLO (qsim autoscale passes --slo)")
+        table["slo"] = advise_slo
+    return K8sRead(autoscaler=table, pool=pool, ignored=tuple(where.ignored), objects=tuple(objects),
+                   deployment=deployments[0][1] if deployments else None, source=source)
+
+
+def apply_k8s(scenario: Scenario, pool: str, read: K8sRead) -> Scenario:
+    """``scenario`` with the pool's ``[[autoscalers]]`` replaced by the one read and its settings applied.
+
+    The cold start (``start_delay``), ``flap_window`` and ``metric_lag``
+    (Prometheus' scrape and rule delay) are not in the objects: the scenario's
+    own autoscaler's are kept. A p95 wait is read from the wait histogram's
+    buckets (``p95_buckets = true``), as the query or the adapter computes it.
+    """
+    if read.source == "redis" and not every_job_in_the_list(scenario, pool):
+        raise ScenarioError(f"--k8s: {read.objects[0]}: its redis trigger reads one BullMQ wait list, and pool "
+                            f"{pool}'s waiting jobs are not all there (jobs with a BullMQ priority wait in the "
+                            "prioritized sorted set, and a pool of several queues in several lists): it would "
+                            "scale on fewer jobs than wait. Scale on qsim advise --from bullmq's qsim_bullmq_jobs "
+                            "(qsim autoscale --emit keda FILE --target bullmq writes it)")
+    raw = scenario.to_dict()
+    mine: list[dict[str, Any]] = [a for a in raw.get("autoscalers", []) if a["pool"] == pool]
+    old: dict[str, Any] = mine[0] if mine else {}
+    kept: dict[str, Any] = {k: old[k] for k in ("start_delay", "flap_window", "metric_lag") if k in old}
+    table: dict[str, Any] = {"pool": pool, **kept, **read.autoscaler}
+    if table.get("metric") == "p95_wait":
+        table["p95_buckets"] = True
+    raw["autoscalers"] = [a for a in raw.get("autoscalers", []) if a["pool"] != pool] + [table]
+    for p in raw["pools"]:
+        if p["name"] == pool:
+            p.update({k: read.pool[k] for k in ("workers", "concurrency") if k in read.pool})
+    if "prefetch" in read.pool:
+        raw.setdefault("engine", {})["prefetch"] = read.pool["prefetch"]
+    return Scenario.from_dict(raw, source=scenario.source)

@@ -1,0 +1,571 @@
+"""qsim autoscale --k8s: a ScaledObject or HPA and its Deployment read as the scenario's autoscaler, then run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_budget import examples
+from waiting import ROOT
+
+import qsim
+from qsim import Scenario, ScenarioError
+from qsim.autoscale.manifest import _EXTERNAL, manifest
+from qsim.analysis.autoscaling.contest import policy_table
+from qsim.autoscale.emit import emit
+from qsim.autoscale.k8s_deployment import bundle, worker_deployment
+from qsim.autoscale.k8s_read import EXPORTED, K8sRead, apply_k8s, read_objects
+
+KUBE = ROOT / "deploy" / "kubernetes"
+QUEUES = ("orders",)
+
+SCALED_OBJECT = """\
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: orders-worker
+spec:
+  scaleTargetRef:
+    name: orders-worker
+  minReplicaCount: 1
+  maxReplicaCount: 12
+  pollingInterval: 15
+  cooldownPeriod: 120
+  triggers:
+    - type: redis
+      metadata:
+        address: redis.default.svc:6379
+        listName: bull:orders:wait
+        listLength: "4"
+        activationListLength: "1"
+"""
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: orders-worker
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: orders-worker}}
+  template:
+    metadata: {labels: {app: orders-worker}}
+    spec:
+      terminationGracePeriodSeconds: 50
+      containers:
+        - name: worker
+          image: registry.example.com/orders-worker:1.0
+          command: ["qsim"]
+          args: [worker, app.jobs:handle, --queue, orders, --concurrency, "2", --shutdown-grace, "40"]
+          lifecycle:
+            preStop:
+              exec:
+                command: ["sleep", "5"]
+"""
+BULLMQ_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: orders-worker
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: orders-worker}}
+  template:
+    metadata: {labels: {app: orders-worker}}
+    spec:
+      containers:
+        - name: worker
+          image: registry.example.com/orders-bullmq-worker:1.0
+          command: ["node", "worker.js"]
+"""
+HPA = """\
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: orders-worker
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: orders-worker}
+  minReplicas: 2
+  maxReplicas: 20
+  metrics:
+    - type: External
+      external:
+        metric:
+          name: qsim_queue_jobs
+          selector: {matchLabels: {queue: orders, state: waiting}}
+        target: {type: AverageValue, averageValue: "8"}
+"""
+
+
+def day() -> Scenario:
+    return Scenario.from_dict({
+        "name": "orders", "duration": 600.0, "seed": 1, "queues": [{"name": "orders"}],
+        "jobs": [{"name": "order", "queue": "orders", "arrival": {"kind": "poisson", "rate": 3.0},
+                  "service": {"kind": "exponential", "mean": 0.5}}],
+        "pools": [{"name": "workers", "queues": ["orders"], "concurrency": 1}]})
+
+
+def write(tmp: Path, name: str, text: str) -> str:
+    (tmp / name).write_text(text, encoding="utf-8")
+    return str(tmp / name)
+
+
+def edited(text: str, path: str, value: Any) -> str:
+    """``text`` (one YAML document) with the dotted ``path`` set to ``value`` (None: removed)."""
+    doc = yaml.safe_load(text)
+    *head, last = path.split(".")
+    node = doc
+    for key in head:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    key: Any = int(last) if isinstance(node, list) else last
+    if value is None:
+        del node[key]
+    else:
+        node[key] = value
+    return yaml.safe_dump(doc)
+
+
+# ------------------------------------------------------------------ reading
+
+
+def test_a_keda_redis_scaled_object_and_its_deployment_are_read(tmp_path: Path) -> None:
+    read = read_objects([write(tmp_path, "so.yaml", SCALED_OBJECT), write(tmp_path, "d.yaml", DEPLOYMENT)], QUEUES)
+    a = read.autoscaler
+    assert (a["policy"], a["metric"], a["metric_type"], a["target"], a["activation"]) == \
+        ("hpa", "list_length", "AverageValue", 4.0, 1.0)
+    assert (a["min"], a["max"], a["poll"], a["cooldown"]) == (1, 12, 15.0, 120.0)
+    # no behavior: KEDA creates an HPA without one, which follows Kubernetes' fixed rules
+    assert a["behavior"] is False and "scale_up" not in a and "scale_down_stabilization" not in a
+    # grace: 50 s less the 5 s preStop sleep, and at most the worker's own 40 s
+    assert read.pool == {"workers": 2, "concurrency": 2, "grace": 40.0, "termination_grace_period": 50.0,
+                         "pre_stop": 5.0}
+    s = apply_k8s(day(), "workers", read)
+    assert (s.pool("workers").workers, s.pool("workers").concurrency) == (2, 2)
+    assert s.autoscaler("workers") is not None and s.autoscaler("workers").grace == 40.0  # type: ignore[union-attr]
+
+
+def test_one_file_of_several_documents_reads_the_same(tmp_path: Path) -> None:
+    both = read_objects([write(tmp_path, "all.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT)], QUEUES)
+    apart = read_objects([write(tmp_path, "so.yaml", SCALED_OBJECT), write(tmp_path, "d.yaml", DEPLOYMENT)], QUEUES)
+    assert (both.autoscaler, both.pool) == (apart.autoscaler, apart.pool)
+
+
+def test_the_shipped_scaled_object_and_worker_are_the_qsim_policy() -> None:
+    read = qsim.load_k8s([KUBE / "keda-scaledobject.yaml", KUBE / "worker.yaml"], day())
+    a = read.autoscaler
+    assert (a["policy"], a["slo"], a["window"], a["min"], a["max"], a["poll"]) == \
+        ("qsim", "p95_wait<=2", 900.0, 1, 40, 30.0)
+    assert (a["scale_down_stabilization"], a["scale_down"]) == (600.0, [{"type": "pods", "value": 1, "period": 120.0}])
+    assert read.pool["concurrency"] == 10 and read.pool["grace"] == 60.0 and read.pool["workers"] == 2
+    assert read.ignored == ()
+    # its advice is the workers' (no advisor Deployment), an empty read an error, then KEDA's fallback
+    assert (a["metric_from"], a["ignore_null"], a["fallback_failures"], a["fallback_replicas"]) == \
+        ("workers", False, 3, 6)
+    hpa = qsim.load_k8s([KUBE / "hpa-external.yaml", KUBE / "worker.yaml"], day())
+    keda_only = ("poll", "cooldown", "fallback_failures", "fallback_replicas")
+    assert {k: v for k, v in hpa.autoscaler.items() if k not in keda_only} == \
+        {k: v for k, v in a.items() if k not in keda_only}
+    assert "poll" not in hpa.autoscaler  # KEDA's pollingInterval; the HPA decides every sync (15 s by default)
+
+
+def test_an_hpa_without_behavior_is_behavior_false_and_with_it_its_own(tmp_path: Path) -> None:
+    plain = read_objects([write(tmp_path, "h.yaml", HPA)], QUEUES).autoscaler
+    assert (plain["policy"], plain["metric"], plain["target"], plain["min"], plain["max"], plain["behavior"]) == \
+        ("hpa", "list_length", 8.0, 2, 20, False)
+    assert not {"poll", "sync", "scale_up", "scale_down_stabilization", "keda"} & set(plain)
+    s = apply_k8s(day(), "workers", read_objects([write(tmp_path, "h.yaml", HPA)], QUEUES)).autoscaler("workers")
+    assert s is not None and s.params()["sync"] == 15.0 and s.params()["behavior"] is False
+    behaviour = {"scaleUp": {"stabilizationWindowSeconds": 30, "selectPolicy": "Min",
+                             "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60},
+                                          {"type": "Percent", "value": 50, "periodSeconds": 30}]},
+                 "scaleDown": {"selectPolicy": "Disabled", "tolerance": 0.05}, }
+    with_b = read_objects([write(tmp_path, "h2.yaml", edited(HPA, "spec.behavior", behaviour))], QUEUES).autoscaler
+    assert (with_b["scale_up_stabilization"], with_b["scale_up_select"]) == (30.0, "min")
+    assert with_b["scale_up"] == [{"type": "pods", "value": 2, "period": 60.0},
+                                  {"type": "percent", "value": 50, "period": 30.0}]
+    assert (with_b["scale_down_select"], with_b["scale_down"], with_b["scale_down_tolerance"]) == \
+        ("disabled", [], 0.05)
+    assert "scale_up_tolerance" not in with_b and "behavior" not in with_b
+    apply_k8s(day(), "workers", read_objects([write(tmp_path, "h2.yaml", edited(HPA, "spec.behavior", behaviour))],
+                                             QUEUES))
+
+
+def test_zero_minimums_tolerances_and_the_initial_cooldown_are_read(tmp_path: Path) -> None:
+    # an HPA with minReplicas 0 (HPAScaleToZero) scales to zero itself: keda = false
+    zero = read_objects([write(tmp_path, "h.yaml", edited(HPA, "spec.minReplicas", 0))], QUEUES).autoscaler
+    assert (zero["min"], zero["keda"]) == (0, False)
+    both = {"scaleUp": {"tolerance": 0.02}, "scaleDown": {"tolerance": "150m"}}
+    tol = read_objects([write(tmp_path, "t.yaml", edited(HPA, "spec.behavior", both))], QUEUES).autoscaler
+    assert (tol["scale_up_tolerance"], tol["scale_down_tolerance"]) == (0.02, 0.15)
+    so = read_objects([write(tmp_path, "so.yaml", edited(SCALED_OBJECT, "spec.initialCooldownPeriod", 90))],
+                      QUEUES).autoscaler
+    assert so["initial_cooldown"] == 90.0
+    for table in (zero, tol, so):
+        apply_k8s(day(), "workers", K8sRead(autoscaler=table, pool={}))
+
+
+def test_the_reader_knows_every_metric_the_emitter_writes() -> None:
+    assert EXPORTED == _EXTERNAL
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("spec.triggers.0.type", "cpu", "spec.triggers[0].type is 'cpu'"),
+    ("spec.triggers.0.metadata.listName", "payments", "names queue 'payments'"),
+    ("spec.triggers.0.metadata.listName", "qsim:{orders}:wait", "KEDA's redis list trigger cannot read (LLEN)"),
+    ("spec.triggers.0.metricType", "Utilization", "spec.triggers[0].metricType is 'Utilization'"),
+    ("spec.advanced", {"scalingModifiers": {"formula": "a + b"}}, "spec.advanced.scalingModifiers"),
+    ("spec.initialCooldownPeriod", -1, "spec.initialCooldownPeriod must be in >= 0"),
+    ("spec.idleReplicaCount", 1, "spec.idleReplicaCount is 1"),
+    ("spec.advanced", {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {
+        "stabilizationWindowSeconds": 7200}}}}, "stabilizationWindowSeconds must be in 0..3600"),
+    ("spec.advanced", {"horizontalPodAutoscalerConfig": {"behavior": {"scaleUp": {
+        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 2000}]}}}}, "periodSeconds must be in 1..1800"),
+    ("spec.advanced", {"horizontalPodAutoscalerConfig": {"behavior": {"scaleUp": {
+        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 0}]}}}}, "periodSeconds must be in 1..1800"),
+    ("spec.advanced", {"horizontalPodAutoscalerConfig": {"behavior": {"scaleUp": {
+        "policies": [{"type": "Ratio", "value": 1, "periodSeconds": 15}]}}}}, "must be Pods or Percent"),
+    ("spec.advanced", {"horizontalPodAutoscalerConfig": {"behavior": {"scaleUp": {"selectPolicy": "Most"}}}},
+     "must be Max, Min or Disabled"),
+    ("spec.minReplicaCount", 20, "must be <= maxReplicaCount (12), got 20"),
+    ("spec.pollingInterval", 0, "spec.pollingInterval must be in >= 1"),
+    ("spec.triggers.0.metadata.listLength", "-3", "must be > 0"),
+    ("spec.triggers.0.metadata.listLength", "lots", "must be a number"),
+    ("spec.triggers", [], "has no metric qsim can scale on"),
+])
+def test_a_scaled_object_field_qsim_cannot_honour_is_named(tmp_path: Path, path: str, value: Any,
+                                                           message: str) -> None:
+    f = write(tmp_path, "so.yaml", edited(SCALED_OBJECT, path, value))
+    with pytest.raises(ScenarioError) as e:
+        read_objects([f], QUEUES)
+    assert message in str(e.value) and f"{f}: ScaledObject orders-worker: " in str(e.value)
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("spec.metrics.0", {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                                   "averageUtilization": 70}}},
+     "spec.metrics[0].type is 'Resource'"),
+    ("spec.metrics.0.external.metric.name", "sqs_messages", "is 'sqs_messages', not a metric qsim exports"),
+    ("spec.minReplicas", 30, "must be <= maxReplicas (20), got 30"),
+    ("spec.maxReplicas", None, "spec.maxReplicas is required"),
+    ("spec.behavior", {"scaleUp": {"tolerance": -0.1}}, "spec.behavior.scaleUp.tolerance must be >= 0"),
+    ("spec.behavior", {"scaleDown": {"stabilizationWindowSeconds": -1}}, "must be in 0..3600"),
+    ("spec.metrics.0.external.target", {"type": "Utilization"}, "must be AverageValue or Value"),
+])
+def test_an_hpa_field_qsim_cannot_honour_is_named(tmp_path: Path, path: str, value: Any, message: str) -> None:
+    f = write(tmp_path, "h.yaml", edited(HPA, path, value))
+    with pytest.raises(ScenarioError) as e:
+        read_objects([f], QUEUES)
+    assert message in str(e.value) and f"{f}: HorizontalPodAutoscaler orders-worker: " in str(e.value)
+
+
+def test_the_files_and_the_deployment_are_checked(tmp_path: Path) -> None:
+    so = write(tmp_path, "so.yaml", SCALED_OBJECT)
+    cases = [([str(tmp_path / "missing.yaml")], "cannot read"),
+             ([write(tmp_path, "bad.yaml", "a: [")], "not valid YAML"),
+             ([write(tmp_path, "d.yaml", DEPLOYMENT)], "found none"),
+             ([so, so], "found ScaledObject orders-worker, ScaledObject orders-worker"),
+             ([so, write(tmp_path, "o.yaml", edited(DEPLOYMENT, "metadata.name", "other"))],
+              "is 'orders-worker', and no Deployment given is named so"),
+             ([so, write(tmp_path, "g.yaml", edited(DEPLOYMENT, "spec.template.spec.terminationGracePeriodSeconds",
+                                                    -1))], "terminationGracePeriodSeconds must be in >= 0"),
+             ([so, write(tmp_path, "c.yaml", DEPLOYMENT.replace('"2"', '"0"'))], "--concurrency must be in >= 1"),
+             ([write(tmp_path, "q.yaml", edited(SCALED_OBJECT, "spec.triggers.0",
+                                                {"type": "prometheus", "metadata": {
+                                                    "query": "sum(rate(http_requests_total[1m]))",
+                                                    "threshold": "5"}}))], "reads none of the metrics qsim exports")]
+    for files, message in cases:
+        with pytest.raises(ScenarioError, match=None) as e:
+            read_objects(files, QUEUES)
+        assert message in str(e.value), (files, str(e.value))
+
+
+def test_ignore_unknown_lists_what_is_not_honoured(tmp_path: Path) -> None:
+    two = edited(SCALED_OBJECT, "spec.triggers", yaml.safe_load(SCALED_OBJECT)["spec"]["triggers"] + [
+        {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "70"}}])
+    f = write(tmp_path, "so.yaml", two)
+    with pytest.raises(ScenarioError, match=r"spec\.triggers\[1\]\.metricType"):
+        read_objects([f], QUEUES)
+    read = read_objects([f], QUEUES, ignore_unknown=True)
+    assert read.autoscaler["metric"] == "list_length"
+    assert len(read.ignored) == 1 and "spec.triggers[1].metricType" in read.ignored[0]
+    second = edited(SCALED_OBJECT, "spec.triggers", yaml.safe_load(SCALED_OBJECT)["spec"]["triggers"] * 2)
+    read = read_objects([write(tmp_path, "so2.yaml", second)], QUEUES, ignore_unknown=True)
+    assert len(read.ignored) == 1 and "spec.triggers[1] is a second metric" in read.ignored[0]
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_cli_simulates_a_hand_written_scaled_object(tmp_path: Path) -> None:
+    toml = tmp_path / "day.toml"
+    qsim.save(day(), toml)
+    so, dep = write(tmp_path, "so.yaml", SCALED_OBJECT), write(tmp_path, "deploy.yaml", DEPLOYMENT)
+    cmd = [sys.executable, "-m", "qsim", "autoscale", str(toml), "--k8s", so, dep, "--slo", "p95_wait<=2",
+           "--replications", "1", "--processes", "1", "--no-static", "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert set(doc["policies"]) == {"k8s"}
+    k8s = doc["k8s"]
+    assert k8s["autoscaler"]["policy"] == "hpa" and k8s["autoscaler"]["target"] == 4.0
+    assert k8s["autoscaler"]["grace"] == 40.0 and k8s["pool"]["concurrency"] == 2 and k8s["ignored"] == []
+    assert doc["policies"]["k8s"]["params"] == k8s["autoscaler"]
+    assert 1 <= doc["policies"]["k8s"]["max_workers"] <= 12
+    bad = write(tmp_path, "bad.yaml", edited(SCALED_OBJECT, "spec.triggers.0.type", "cpu"))
+    run = subprocess.run(cmd[:6] + [bad, dep] + cmd[8:], capture_output=True, text=True)
+    assert run.returncode == 2 and "spec.triggers[0].type is 'cpu'" in run.stderr and run.stdout == ""
+
+
+# ------------------------------------------------------------------ the round trip
+
+
+_WHOLE = st.integers(min_value=0, max_value=3600).map(float)
+_RULE = st.fixed_dictionaries({"type": st.sampled_from(["pods", "percent"]), "value": st.integers(1, 200),
+                               "period": st.integers(1, 1800).map(float)})
+
+
+_CLOCK = st.tuples(st.integers(0, 23), st.integers(0, 59)).map(lambda hm: f"{hm[0]:02d}:{hm[1]:02d}")
+_FLOOR = st.fixed_dictionaries({"start": _CLOCK, "end": _CLOCK, "replicas": st.integers(1, 60)}).filter(
+    lambda f: f["start"] != f["end"])
+
+
+@st.composite
+def _autoscaler(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    kind = draw(st.sampled_from(["keda", "hpa"]))
+    policy = draw(st.sampled_from(["hpa", "qsim", "schedule"] if kind == "keda" else ["hpa", "qsim"]))
+    low = draw(st.integers(0, 5))
+    t: dict[str, Any] = {"pool": "workers", "policy": policy, "min": low, "max": draw(st.integers(max(low, 1), 50)),
+                         "grace": draw(st.integers(0, 600).map(float))}
+    if kind == "keda":  # KEDA's keys; an HPA carries none (an HPA with min 0 is a plain HPA scaling to zero)
+        t.update(poll=draw(st.integers(1, 600).map(float)), cooldown=draw(st.integers(0, 3600).map(float)),
+                 initial_cooldown=draw(st.integers(0, 3600).map(float)),
+                 activation=draw(st.integers(0, 100).map(lambda x: x / 2)))
+    elif low == 0:
+        t["keda"] = False
+    t["behavior"] = draw(st.booleans())
+    for way in ("up", "down") if t["behavior"] else ():
+        t[f"scale_{way}_stabilization"] = draw(_WHOLE)
+        t[f"scale_{way}_select"] = select = draw(st.sampled_from(["max", "min", "disabled"]))
+        t[f"scale_{way}"] = draw(st.lists(_RULE, min_size=0 if select == "disabled" else 1, max_size=3))
+        tolerance = draw(st.none() | st.integers(0, 100).map(lambda x: x / 100))
+        if tolerance is not None:
+            t[f"scale_{way}_tolerance"] = tolerance
+    if policy == "qsim":
+        t["slo"] = draw(st.sampled_from(["p95_wait<=2", "p99_wait<=0.5", "mean_wait<10"]))
+        t["window"] = draw(st.integers(60, 3600).map(float))
+        return kind, t
+    if policy == "schedule":  # KEDA cron floors, with or without a reactive trigger beside them
+        t["floors"] = draw(st.lists(_FLOOR, min_size=1, max_size=4))
+        t["timezone"] = draw(st.sampled_from(["Etc/UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]))
+        if not draw(st.booleans()):
+            del t["activation"]  # a reactive trigger's: none to carry it
+            return kind, t
+    t["metric"] = metric = draw(st.sampled_from(["list_length", "in_flight", "oldest_age", "p95_wait",
+                                                 "recommended_workers"]))
+    t["metric_type"] = draw(st.sampled_from(["AverageValue", "Value"]))
+    t["target"] = draw(st.integers(1, 2000).map(lambda x: x / 4))
+    if metric == "recommended_workers":
+        t["slo"] = "p95_wait<=2"
+        t["window"] = draw(st.integers(60, 3600).map(float))
+        if t["metric_type"] == "AverageValue" and t["target"] == 1 and policy == "hpa":
+            t["target"] = 2.0  # AverageValue 1 of the advice is the qsim policy
+    elif metric == "p95_wait":  # read through Prometheus, from the histogram's buckets
+        t["p95_buckets"] = True
+        if kind == "keda":
+            t["window"] = draw(st.integers(1, 3600).map(float))
+    return kind, t
+
+
+@st.composite
+def _emitted(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
+    """An autoscaler qsim can emit for a ``target`` (qsim | bullmq) queue: a pool at zero reads a metric that
+    exists with no worker running, a BullMQ queue has no wait histogram, and the series keys say what the
+    trigger reads (the workers' series vanishes with them)."""
+    kind, t = draw(_autoscaler())
+    target = draw(st.sampled_from(["qsim", "bullmq"]))
+    if target == "bullmq" and t.get("metric") == "p95_wait":
+        t["metric"] = "list_length"
+        t.pop("window", None)
+        t.pop("p95_buckets", None)
+    if target == "qsim" and t["min"] == 0 and t.get("metric") not in (None, "recommended_workers") \
+            and (kind == "keda" or t.get("keda") is False):
+        t["min"] = 1
+        t.pop("keda", None)
+    # the series: a qsim queue's trigger on the workers' series (not the advisor's at zero) vanishes with them;
+    # KEDA reads it as 0 or as an error (an HPA: an error), and may fall back
+    reads = t.get("metric", "recommended_workers" if t["policy"] == "qsim" else None)
+    if target == "qsim" and reads is not None and not (reads == "recommended_workers" and t["min"] == 0):
+        t["metric_from"] = "workers"
+        if kind == "hpa" or draw(st.booleans()):
+            t["ignore_null"] = False
+    if kind == "keda" and draw(st.booleans()):
+        t.update(fallback_replicas=draw(st.integers(0, 50)), fallback_failures=draw(st.integers(0, 10)))
+        behavior = draw(st.sampled_from(["static", "currentReplicas", "currentReplicasIfHigher",
+                                         "currentReplicasIfLower"]))
+        if behavior != "static":  # static: KEDA's default, left out as the reader leaves it
+            t["fallback_behavior"] = behavior
+    return kind, target, t
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(_emitted(), st.integers(1, 16), st.integers(0, 40))
+def test_an_emitted_bundle_read_back_is_the_same_autoscaler_and_pool(drawn: tuple[str, str, dict[str, Any]],
+                                                                    concurrency: int, workers: int) -> None:
+    # Given any autoscaler qsim can emit, for a qsim queue or a BullMQ one (whose own worker Deployment is read)
+    kind, target, table = drawn
+    raw = day().to_dict()
+    raw["pools"][0].update(concurrency=concurrency, workers=workers)
+    raw["autoscalers"] = [table]
+    s = Scenario.from_dict(raw)
+    full = policy_table(s, "workers")
+    node = yaml.safe_load(BULLMQ_DEPLOYMENT) if target == "bullmq" else None
+    # When it is emitted as a bundle and the bundle is read back
+    text, _ = emit(kind, s, "workers", full, slo="p95_wait<=2", deployment=node, target=target)
+    with tempfile.TemporaryDirectory() as name:
+        read = read_objects([write(Path(name), "bundle.yaml", text)], QUEUES)
+    back = apply_k8s(s, "workers", read)
+    # Then it is the same autoscaler and pool, starting from the same workers
+    assert policy_table(back, "workers") == policy_table(s, "workers")
+    assert (back.pool("workers").concurrency, back.pool("workers").workers) == (concurrency, workers)
+    # and the same simulated trajectory, bit for bit (five minutes of the day)
+    short = {"duration": 300.0}
+    runs = [qsim.simulate(Scenario.from_dict(x.to_dict() | short), records=False).summary["autoscaling"]["workers"]
+            for x in (s, back)]
+    assert runs[0] == runs[1]
+
+
+def _worker_args(*args: str) -> str:
+    return DEPLOYMENT.replace('args: [worker, app.jobs:handle, --queue, orders, --concurrency, "2", --shutdown-grace, '
+                              '"40"]', "args: [" + ", ".join(["worker", "app.jobs:handle", *args]) + "]")
+
+
+@pytest.mark.parametrize(("deployment", "message"), [
+    (_worker_args("--advise-slo", "fast"), "--advise-slo must be an SLO like p95_wait<=2, got 'fast'"),
+    (_worker_args("--advise-slo", "p95_wait<=2", "--advise-window", "soon"),
+     "--advise-window must be a duration like 90s, 15m or 1h30m, got 'soon'"),
+    (_worker_args("--prefetch", "-1"), "--prefetch must be in >= 0"),
+    (_worker_args("--shutdown-grace", "-5"), "--shutdown-grace must be >= 0"),
+    (DEPLOYMENT.replace('command: ["sleep", "5"]', 'command: ["/bin/drain"]'),
+     "lifecycle.preStop is a hook qsim cannot time"),
+    (DEPLOYMENT.replace("apiVersion: apps/v1", "apiVersion: extensions/v1beta1"), "apiVersion must be apps/v1"),
+    (DEPLOYMENT.replace("replicas: 2", "replicas: -2"), "spec.replicas must be in >= 0"),
+    (_worker_args("--advise-slo", "p95_wait<=2", "--advise-slo", "p99_wait<=5"), "is given 2 times"),
+])
+def test_a_deployment_field_qsim_cannot_read_is_named(tmp_path: Path, deployment: str, message: str) -> None:
+    so = edited(SCALED_OBJECT, "spec.triggers.0", {"type": "prometheus", "metadata": {
+        "query": 'max(qsim_recommended_workers{queue="orders"})', "threshold": "1"}})
+    files = [write(tmp_path, "so.yaml", so), write(tmp_path, "d.yaml", deployment)]
+    with pytest.raises(ScenarioError) as e:
+        read_objects(files, QUEUES)
+    assert message in str(e.value) and f"{files[1]}: Deployment orders-worker: " in str(e.value)
+
+
+def test_the_worker_flags_and_a_sleep_action_are_read(tmp_path: Path) -> None:
+    so = write(tmp_path, "so.yaml", SCALED_OBJECT)
+    dep = edited(_worker_args("--prefetch", "3", "--shutdown-grace=90"),
+                 "spec.template.spec.containers.0.lifecycle", {"preStop": {"sleep": {"seconds": 10}}})
+    read = read_objects([so, write(tmp_path, "d.yaml", dep)], QUEUES)
+    assert read.pool == {"workers": 2, "concurrency": 10, "prefetch": 3, "grace": 40.0,
+                         "termination_grace_period": 50.0, "pre_stop": 10.0}
+    assert apply_k8s(day(), "workers", read).engine.prefetch == 3
+
+
+@pytest.mark.parametrize(("trigger", "message"), [
+    ({"type": "prometheus", "metadata": {"query": "max(qsim_queue_jobs{queue=\"orders\"})", "threshold": "4"}},
+     "without state=\"waiting\""),
+    ({"type": "prometheus", "metadata": {"query": "max(qsim_job_wait_seconds_bucket{queue=\"orders\"})",
+                                         "threshold": "2"}}, "not as histogram_quantile(0.95"),
+    ({"type": "prometheus", "metadata": {"query": "max(qsim_queue_jobs{queue=\"orders\",state=\"waiting\"})"}},
+     "needs query and threshold"),
+    ({"type": "redis", "metadata": {"listLength": "4"}}, "listName is required"),
+    ({"type": "prometheus", "metadata": {"query": "max(qsim_recommended_workers{queue=\"orders\"})",
+                                         "threshold": "1"}}, "carries no --advise-slo"),
+])
+def test_a_trigger_qsim_cannot_read_is_named(tmp_path: Path, trigger: dict[str, Any], message: str) -> None:
+    f = write(tmp_path, "so.yaml", edited(SCALED_OBJECT, "spec.triggers.0", trigger))
+    with pytest.raises(ScenarioError) as e:
+        read_objects([f], QUEUES)
+    assert message in str(e.value)
+
+
+def test_prometheus_triggers_read_every_metric_and_the_p95_window(tmp_path: Path) -> None:
+    def read(query: str, **meta: Any) -> dict[str, Any]:
+        f = write(tmp_path, "so.yaml", edited(SCALED_OBJECT, "spec.triggers.0", {
+            "type": "prometheus", "metricType": "Value", "metadata": {"query": query, "threshold": "2", **meta}}))
+        return read_objects([f], QUEUES, slo="p95_wait<=2").autoscaler
+
+    p95 = read('histogram_quantile(0.95, sum by (le) (rate(qsim_job_wait_seconds_bucket{queue="orders"}[2m])))')
+    assert (p95["metric"], p95["metric_type"], p95["window"], p95["target"]) == ("p95_wait", "Value", 120.0, 2.0)
+    age = read('max(qsim_queue_oldest_waiting_age_seconds{queue="orders"})', activationThreshold="500m")
+    assert (age["metric"], age["activation"]) == ("oldest_age", 0.5)
+    advice = read('max(qsim_recommended_workers{queue="orders"})')
+    assert (advice["policy"], advice["metric"], advice["slo"]) == ("hpa", "recommended_workers", "p95_wait<=2")
+
+
+def test_the_target_and_documents_are_checked(tmp_path: Path) -> None:
+    cases = [(edited(SCALED_OBJECT, "spec.scaleTargetRef", {"kind": "StatefulSet", "name": "orders-worker"}),
+              "spec.scaleTargetRef.kind is 'StatefulSet'"),
+             (edited(SCALED_OBJECT, "spec.scaleTargetRef", {"kind": "Deployment"}), "scaleTargetRef.name is required"),
+             (SCALED_OBJECT + "---\n- a list\n", "document 2 is not a Kubernetes object")]
+    for text, message in cases:
+        with pytest.raises(ScenarioError) as e:
+            read_objects([write(tmp_path, "so.yaml", text)], QUEUES)
+        assert message in str(e.value), str(e.value)
+
+
+def test_cli_checks_its_flags(tmp_path: Path) -> None:
+    toml = tmp_path / "day.toml"
+    qsim.save(day(), toml)
+    so = write(tmp_path, "so.yaml", SCALED_OBJECT)
+    for extra, message in ((["--k8s", so, "--policy", "hpa"], "give --policy or --k8s, not both"),
+                           (["--ignore-unknown"], "--ignore-unknown goes with --k8s"),
+                           (["--k8s", so, "--pool", "nobody"], "--pool names no pool")):
+        run = subprocess.run([sys.executable, "-m", "qsim", "autoscale", str(toml), "--slo", "p95_wait<=2",
+                              *extra], capture_output=True, text=True)
+        assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("queue", ["- x", "a\u2028b", 'o"rd', "it's: #1 {x}", "ünï|.*"])
+@pytest.mark.parametrize("kind", ["keda", "hpa"])
+def test_any_queue_name_is_emitted_as_valid_yaml_and_promql_and_read_back(queue: str, kind: str,
+                                                                           tmp_path: Path) -> None:
+    raw = day().to_dict()
+    raw["queues"] = [{"name": queue}] + ([{"name": "other"}] if kind == "keda" else [])
+    raw["jobs"][0]["queue"] = queue
+    raw["pools"][0]["queues"] = [queue] if kind == "hpa" else [queue, "other"]
+    for policy in ({"policy": "hpa", "metric": "p95_wait", "target": 2}, {"policy": "qsim", "slo": "p95_wait<=2"}):
+        raw["autoscalers"] = [{"pool": "workers", **policy}]
+        s = Scenario.from_dict(raw)
+        full = policy_table(s, "workers")
+        text = manifest(kind, s, "workers", full)
+        docs = [d for d in yaml.safe_load_all(text) if d]
+        assert docs[0]["kind"] in ("ScaledObject", "HorizontalPodAutoscaler")
+        dep = worker_deployment(None, name="w", queues=s.pool("workers").queues, concurrency=1, grace=30.0,
+                                advise=(full["slo"], full["window"]) if full.get("slo") else None)
+        read = read_objects([write(tmp_path, "b.yaml", bundle(text, dep))], s.pool("workers").queues)
+        assert read.autoscaler["policy"] == policy["policy"]
+        with pytest.raises(ScenarioError, match="which the pool does not serve"):
+            read_objects([write(tmp_path, "b.yaml", bundle(text, dep))], ("else",))
+
+
+def test_tuning_an_hpa_without_behavior_searches_no_stabilisation_window(tmp_path: Path) -> None:
+    from qsim.analysis.autoscaling.contest import default_grid
+    from qsim.analysis.slo.language import parse_slo
+
+    s = apply_k8s(day(), "workers", read_objects([write(tmp_path, "h.yaml", HPA)], QUEUES))
+    slo = parse_slo("p95_wait<=2")
+    knobs = [k.rsplit(".", 1)[1] for k in default_grid("hpa", s, "workers", slo)]
+    assert "target" in knobs and not {"scale_down_stabilization", "scale_down_rate"} & set(knobs)
+    with_b = apply_k8s(day(), "workers", read_objects([write(tmp_path, "h2.yaml", edited(
+        HPA, "spec.behavior", {"scaleDown": {"stabilizationWindowSeconds": 60}}))], QUEUES))
+    assert "autoscalers.workers.scale_down_stabilization" in default_grid("hpa", with_b, "workers", slo)
