@@ -38,6 +38,7 @@ from typing import Any
 
 from qsim.engine import Queue
 from qsim.engine.connection import connect
+from qsim.engine.keys import QueueKeys
 from qsim.engine.settings import WorkerSettings
 from qsim.errors import HarnessError
 from qsim.spec.scenario import EventSpec, Scenario
@@ -232,12 +233,44 @@ class WorkerProcesses:
             self._signalled.add(wid)
         return chosen
 
+    def holding(self, pool: str) -> dict[str, int]:
+        """How many jobs each process of ``pool`` holds now (the workers' ids on the active jobs of
+        its queues, as ``fetch.lua`` writes them; a process holding none is absent)."""
+        spec = next(p for p in self.scenario.pools if p.name == pool)
+        client: Any = connect(self.redis_url, socket_connect_timeout=5.0)
+        try:
+            counts: dict[str, int] = {}
+            for name in spec.queues:
+                keys = QueueKeys(name, prefix=self.prefix)
+                ids = client.zrange(keys.active, 0, -1)
+                with client.pipeline(transaction=False) as pipe:
+                    for job_id in ids:
+                        pipe.hget(keys.job(job_id), "worker")
+                    for wid in pipe.execute():
+                        if wid is not None:
+                            counts[wid] = counts.get(wid, 0) + 1
+            return counts
+        finally:
+            client.close()
+
+    def kill_busiest(self, pool: str, count: int) -> list[str]:
+        """SIGKILL the ``count`` live processes of ``pool`` holding the most jobs, the oldest among
+        equals (the kernel's OOM killer takes the largest process; a worker grows with what it
+        holds); their ids. The model chooses the same way (:mod:`qsim.model.events`)."""
+        held = self.holding(pool)
+        chosen = sorted(self.alive(pool), key=lambda wid: -held.get(wid, 0))[:count]  # stable: oldest first
+        for wid in chosen:
+            self.send(wid, signal.SIGKILL)
+        return chosen
+
     def apply(self, event: EventSpec, *, ready_timeout: float = 60.0) -> list[str]:
         """Carry out one scenario event now: ``start`` starts ``count`` processes and waits until
         they run; ``sigterm`` / ``sigkill`` signal ``count`` live ones. The processes' ids."""
         if event.kind == "start":
             ids = self.start(event.pool, event.count)
             self.wait_ready(ids, timeout=ready_timeout)
+        elif event.kind == "sigkill":
+            ids = self.kill_busiest(event.pool, event.count)
         else:
             ids = self.signal(event.pool, event.count, EVENT_SIGNALS[event.kind])
         logger.info("%s %s: %s", event.kind, event.pool, ", ".join(ids) or "no process left")

@@ -1,8 +1,12 @@
 """Pool events: crashes and stalled recovery, graceful shutdown under load, scale-up.
 
-``[[events]]`` happen at their ``at`` (in file order at equal times) to the
-first ``count`` running processes of the pool (started earliest, not yet
-signalled), as the engine harness chooses them. Each process has
+``[[events]]`` happen at their ``at`` (in file order at equal times) to
+``count`` running processes of the pool (not yet signalled), chosen as the
+engine harness chooses them: ``sigterm`` the first started (a rollout's
+order), ``sigkill`` those holding the most jobs, the first started among
+equals (the kernel's OOM killer takes the largest process, and a worker grows
+with the jobs it holds; a crash of an idle process would show nothing to
+recover). Each process has
 ``concurrency`` slots; a slot that a process can no longer use is *retired*
 (never handed out again). ``Records.slots`` steps down by the process's slots
 when it is signalled (``sigterm`` or ``sigkill``) and up when ``start`` adds
@@ -156,7 +160,10 @@ class PoolEvents:
             else:
                 self._add_processes(pool, e.count, now)
             return
-        chosen = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING][:e.count]
+        running = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING]
+        if e.kind == "sigkill":  # the busiest first, the oldest among equals (a stable sort)
+            running.sort(key=lambda w: -sum(self.ctx.job_on(s) >= 0 for s in self.proc_slots[w]))
+        chosen = running[:e.count]
         self._step(now, -len(chosen) * pool.spec.concurrency)
         self._processes(pool, now, -len(chosen))
         for w in chosen:

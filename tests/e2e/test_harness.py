@@ -73,6 +73,25 @@ def test_sigkill_mid_run_loses_nothing(redis_url: str) -> None:
     assert result.exit_codes["p-0"] == -9 or result.exit_codes["p-1"] == -9
 
 
+def test_sigkill_takes_the_process_holding_a_job_not_the_idle_oldest(redis_url: str) -> None:
+    # Given two one-slot processes and jobs every second lasting 1.5 s: at 1.7 s one process is idle
+    # (its job ended at 1.5) and the other runs the job that came at 1.0
+    s = scenario(duration=3.0, warmup=0.0,
+                 jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "constant", "rate": 1.0},
+                        "service": {"kind": "constant", "mean": 1.5}}],
+                 pools=[{"name": "p", "queues": ["q"], "workers": 2, "concurrency": 1}],
+                 events=[{"at": 1.7, "kind": "sigkill", "pool": "p", "count": 1}])
+    result = run_scenario(s, redis_url, drain_timeout=20)
+    att = result.records.attempts
+    # Then the busy one is killed, whichever it is: the second job stalls there, the other process lives
+    stalled = att[att["result"] == "stalled"]
+    assert stalled["job_id"].tolist() == ["a-1"], att  # the engine names jobs by type and number
+    killed = stalled["worker"].iloc[0]
+    assert result.exit_codes[killed] == -9
+    assert all(code != -9 for w, code in result.exit_codes.items() if w != killed)
+    assert result.summary["jobs"]["lost"] == 0 and result.summary["jobs"]["completed"] == len(result.jobs)
+
+
 def test_sigterm_with_enough_grace_cuts_off_nothing(redis_url: str) -> None:
     s = scenario(jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "constant", "rate": 10.0},
                         "service": {"kind": "constant", "mean": 0.3}}],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,18 +41,27 @@ def test_recovered_jobs_restart_at_the_first_stalled_check_after_their_lock_runs
     att = r.records.attempts.sort_values(["job_id", "attempt"])
     stalled = att[att["result"] == "stalled"]
     assert len(stalled) >= 8
-    phases = [0.0] + [t + 0.5 for t in kills]
+    # the processes: the initial four, one started 0.5 s after each kill; each kill takes the busiest
+    started = {f"p-{i}": 0.0 for i in range(4)} | {f"p-{4 + i}": t + 0.5 for i, t in enumerate(kills)}
+    died = {a["worker"]: max(t for t in kills if t <= a["end"]) for _, a in stalled.iterrows()}
+    assert len(died) == len(kills)  # every kill took a process that held jobs
+
+    def checking(phase: float, t: float) -> bool:
+        """Whether a process started at ``phase`` still lives at ``t`` (the group checks together)."""
+        return any(began == phase and died.get(w, math.inf) > t for w, began in started.items())
+
     for _, a in stalled.iterrows():
-        kill = max(t for t in kills if t <= a["end"])
-        # the killed processes are the four initial ones (started at 0): their last renewal before the kill
-        renewed = np.floor(kill / 2.5) * 2.5
+        kill = died[a["worker"]]
+        # the killed process's last renewal before the kill (every 2.5 s from its start)
+        began = started[a["worker"]]
+        renewed = began + np.floor((kill - began) / 2.5) * 2.5
         expiry = max(a["start"], renewed) + 5.0
         assert a["start"] < kill and a["end"] >= expiry  # logged until the stalled check found it
         after = att[(att["job_id"] == a["job_id"]) & (att["attempt"] == a["attempt"] + 1)].iloc[0]
         # Then it restarts at the first stalled check at or after its lock expired: each process checks
         # at its start, then every interval (processes started together, together)
-        checks = [t0 + 4.0 * m for t0 in phases for m in range(30) if t0 + 4.0 * m >= expiry - 1e-9
-                  and (t0 == 0.0 or t0 <= expiry + 4.0)]
+        checks = [t0 + 4.0 * m for t0 in set(started.values()) for m in range(30)
+                  if t0 + 4.0 * m >= expiry - 1e-9 and checking(t0, t0 + 4.0 * m)]
         assert after["start"] == a["end"] == pytest.approx(min(checks))
         assert 2.5 <= after["start"] - kill <= 5.0 + 4.0
     jobs = r.jobs
@@ -60,6 +70,29 @@ def test_recovered_jobs_restart_at_the_first_stalled_check_after_their_lock_runs
     assert r.summary["jobs"]["lost"] == 0 and (jobs["outcome"] == "completed").all()
     # and the slot count steps down at each kill and up at each start
     assert r.records.slots[:3] == ((0.0, 32), (12.3, 24), (12.8, 32))
+
+
+def test_a_sigkill_takes_the_process_holding_the_most_jobs_not_the_oldest() -> None:
+    # Given two one-slot processes taking jobs in turn, and a kill at 1.7 s, when the oldest (p-0)
+    # is idle (its job ended at 1.5) and p-1 runs the job it took at 1.0
+    s = scenario(duration=8.0, jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "constant", "rate": 1.0},
+                                      "service": {"kind": "constant", "mean": 1.5}}],
+                 pools=[{"name": "p", "queues": ["q"], "workers": 2, "concurrency": 1}],
+                 events=[{"at": 1.7, "kind": "sigkill", "pool": "p"}])
+    att = simulate(s).records.attempts
+    # Then the busy one is killed (an OOM kill takes the largest process): its job stalls, and every
+    # later job runs on the idle one that was spared
+    stalled = att[att["result"] == "stalled"]
+    assert stalled[["job_id", "worker"]].values.tolist() == [["j1", "p-1"]]
+    assert set(att.loc[att["start"] > 1.7, "worker"]) == {"p-0"}
+
+    # and with both busy (at 1.2 s), the oldest goes
+    s = scenario(duration=8.0, jobs=[{"name": "a", "queue": "q", "arrival": {"kind": "constant", "rate": 1.0},
+                                      "service": {"kind": "constant", "mean": 1.5}}],
+                 pools=[{"name": "p", "queues": ["q"], "workers": 2, "concurrency": 1}],
+                 events=[{"at": 1.2, "kind": "sigkill", "pool": "p"}])
+    att = simulate(s).records.attempts
+    assert att.loc[att["result"] == "stalled", ["job_id", "worker"]].values.tolist() == [["j0", "p-0"]]
 
 
 def test_without_restarts_recovery_is_at_the_first_check_of_phase_zero() -> None:
