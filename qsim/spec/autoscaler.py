@@ -504,6 +504,9 @@ class AutoscalerSpec:
     utilization: float | None = None
 
     def __post_init__(self) -> None:
+        for p in POLICY_PARAMS.get(self.policy, ()):  # a quiet key at its default is one left out: one spelling
+            if p.name in QUIET_KEYS and getattr(self, p.name) is not None and getattr(self, p.name) == p.default:
+                object.__setattr__(self, p.name, None)
         given = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in COMMON_KEYS}
         law = policy_spec(self.policy, given, low=self.min, high=self.max)
         if isinstance(law, tuple):

@@ -100,8 +100,8 @@ def test_a_workers_series_is_read_as_such_with_the_objects_null_settings(tmp_pat
     a = read(tmp_path, SCALED_OBJECT).autoscaler("workers")
     assert a is not None and (a.min, a.metric_from, a.params()["ignore_null"], a.fallback_replicas) == (0, "workers", True, None)
     b = read(tmp_path, edited(SCALED_OBJECT, with_fallback)).autoscaler("workers")
-    assert b is not None and (b.metric_from, b.ignore_null, b.fallback_failures, b.fallback_replicas) == \
-        ("workers", False, THRESHOLD, FALLBACK)
+    assert b is not None and tuple(b.params()[k] for k in ("metric_from", "ignore_null", "fallback_failures",
+                                                           "fallback_replicas")) == ("workers", False, THRESHOLD, FALLBACK)
 
 
 @pytest.mark.parametrize("change", [None, no_nulls], ids=["ignoreNullValues-true", "ignoreNullValues-false"])

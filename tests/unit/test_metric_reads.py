@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 import yaml
 
+import qsim
 from qsim import Scenario, simulate
 from qsim.autoscale.build import controller, lagged_times
 from qsim.autoscale.k8s_read import apply_k8s, read_objects
 from qsim.autoscale.observe import WindowStats, histogram_quantile
 from qsim.engine.metrics import WAIT_BUCKETS
+from qsim.spec.autoscaler import HPA_LIKE, POLICY_PARAMS, QUIET_KEYS
 
 BOUNDS = (0.5, 1.0, 2.0)
 
@@ -110,3 +112,25 @@ def test_a_p95_trigger_read_back_reads_the_buckets_and_keeps_the_scenarios_lag(t
     back = apply_k8s(day(metric_lag=30.0), "w", read_objects([path], ("q",))).autoscaler("w")
     assert back is not None
     assert (back.metric, back.p95_buckets, back.metric_lag) == ("p95_wait", True, 30.0)
+
+
+@pytest.mark.parametrize("policy", sorted(POLICY_PARAMS))
+def test_a_quiet_key_written_at_its_default_reads_as_left_out(policy: str) -> None:
+    # Given a policy's optional keys that are written only when they differ from their defaults
+    quiet = [p for p in POLICY_PARAMS[policy] if p.name in QUIET_KEYS and p.default is not None]
+    assert quiet or policy not in HPA_LIKE
+    base = qsim.load("steady").to_dict()
+    required = {"hpa": {"metric": "list_length", "target": 10}, "qsim": {"slo": "p95_wait<=2"},
+                "step": {"metric": "oldest_age", "rules": [{"above": 5, "add": 1}]},
+                "target-tracking": {"metric": "list_length", "target": 10},
+                "schedule": {"metric": "list_length", "target": 10, "floors": [{"start": "08:00", "end": "18:00",
+                                                                               "replicas": 2}]},
+                "predictive": {"metric": "list_length", "target": 10}}[policy]
+
+    def written(**extra: object) -> dict[str, object]:
+        raw = {**base, "autoscalers": [{"pool": "workers", "policy": policy, **required, **extra}]}
+        return Scenario.from_dict(raw).to_dict()
+
+    # When each is written at its default, Then the scenario is the one that leaves it out (one spelling)
+    for p in quiet:
+        assert written(**{p.name: p.default}) == written(), p.name
