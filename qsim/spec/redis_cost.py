@@ -34,12 +34,13 @@ __all__ = ["RedisCost", "RedisLoad", "redis_cost", "redis_load", "check_ceiling"
            "DEFAULT_IDLE_US_PER_WORKER", "RENEW_US", "DEFAULT_CEILING"]
 
 #: Redis CPU (µs) per no-op job with the engine's defaults — one ``add`` call, the fetch, the completion and its
-#: event, networking included — the median over concurrencies 1, 10 and 100 of ``benchmarks/redis_cost.py`` on a
-#: shared 2-core machine, Redis 7.0 (docs/snippets/benchmarks/redis-cost.md): 125 µs, of which the add is ~60 %.
-DEFAULT_CPU_PER_JOB_US = 125.0
+#: event, networking included — the median over concurrencies 1, 10 and 100 of ``benchmarks/redis_cost.py``'s
+#: qsim column on a shared 2-core machine, Redis 7.0 (docs/snippets/benchmarks/redis-cost.md; about half of it
+#: the add). tests/unit/test_redis_plan.py holds it to that table.
+DEFAULT_CPU_PER_JOB_US = 59.0
 #: Redis CPU (µs) per second per worker process while it waits for work (its blocking pop timing out, stalled
-#: checks): ~1.7 commands/s in the same run.
-DEFAULT_IDLE_US_PER_WORKER = 10.0
+#: checks), from the same table's paragraph on an idle worker.
+DEFAULT_IDLE_US_PER_WORKER = 4.0
 #: Redis CPU (µs) of renewing one running job's lock (its share of an ``extend_lock`` call).
 RENEW_US = 3.0
 #: The share of one Redis core above which an answer is flagged (``--redis-ceiling``).

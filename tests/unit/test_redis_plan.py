@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,8 @@ from qsim.analysis.plan.redis_load import summary_load
 from qsim.analysis.slo.language import parse_slo
 from qsim.cli import main
 from qsim.spec.toml_writer import write_toml
-from qsim.spec.redis_cost import (DEFAULT_CEILING, DEFAULT_CPU_PER_JOB_US, RENEW_US, RedisCost, check_ceiling,
-                                  redis_cost, redis_load)
+from qsim.spec.redis_cost import (DEFAULT_CEILING, DEFAULT_CPU_PER_JOB_US, DEFAULT_IDLE_US_PER_WORKER, RENEW_US,
+                                  RedisCost, check_ceiling, redis_cost, redis_load)
 
 
 def small(**engine: float) -> Scenario:
@@ -92,6 +94,18 @@ def test_the_cost_comes_from_the_flag_then_the_scenario_then_the_default() -> No
             small(**{key: value})  # type: ignore[arg-type]
 
 
+def test_the_default_cost_is_the_benchmarks_table() -> None:
+    # Given the table benchmarks/redis_cost.py --snippet last wrote (docs/snippets/benchmarks/redis-cost.md)
+    table = (Path(__file__).parents[2] / "docs" / "snippets" / "benchmarks" / "redis-cost.md").read_text()
+    rows = re.findall(r"^\| \d+ \| [\d,]+ \| (\d+) \(", table, flags=re.M)
+    idle = re.search(r"about (\d+(?:\.\d+)?) µs of Redis CPU per second", table)
+    assert len(rows) == 3 and idle is not None
+    # Then qsim's defaults are its qsim column's median and its idle worker's cost, within the
+    # runs' spread: a benchmark that measures the engine anew moves the defaults with it
+    assert DEFAULT_CPU_PER_JOB_US == pytest.approx(statistics.median(float(r) for r in rows), rel=0.2)
+    assert DEFAULT_IDLE_US_PER_WORKER == pytest.approx(float(idle.group(1)), rel=0.5, abs=1.0)
+
+
 def test_a_summary_with_retries_is_priced_per_attempt() -> None:
     summary = {"throughput": 50.0, "jobs": {"completed": 90, "dead": 10, "failed_attempts": 60},
                "wait": {"mean": 0.5}, "latency": {"mean": 2.5}}
@@ -112,7 +126,7 @@ def test_plan_reports_the_recommended_points_redis_load_and_flags_it_above_the_c
     r = quiet["redis"]
     assert quiet["recommended"] is not None and r["workers"] == quiet["recommended"]["pools.p.workers"]
     assert r["cpu_per_job_us"] >= DEFAULT_CPU_PER_JOB_US and r["source"] == "default"
-    assert r["utilization"] == pytest.approx((r["throughput"] * r["cpu_per_job_us"] + r["workers"] * 10.0) / 1e6)
+    assert r["utilization"] == pytest.approx((r["throughput"] * r["cpu_per_job_us"] + r["workers"] * DEFAULT_IDLE_US_PER_WORKER) / 1e6)
     assert 15 < r["throughput"] < 25 and not r["above_ceiling"] and "warnings" not in quiet
     assert "redis: " in quiet.table()
     # When each job costs Redis 40 ms of CPU (a slow Redis, or a heavy script), the same answer needs ~80 %
@@ -142,7 +156,7 @@ def test_autoscale_reports_the_answers_redis_load_at_its_peak() -> None:
     # each policy is priced at its most workers and the profile's peak rate (6 jobs/s), not the run's mean
     assert f["redis"]["workers"] == math.ceil(f["max_workers"]) and f["redis"]["throughput"] == pytest.approx(6.0)
     assert f["redis"]["utilization"] == pytest.approx(
-        (6.0 * f["redis"]["cpu_per_job_us"] + f["redis"]["workers"] * 10.0) / 1e6)
+        (6.0 * f["redis"]["cpu_per_job_us"] + f["redis"]["workers"] * DEFAULT_IDLE_US_PER_WORKER) / 1e6)
     # the answer (the loose SLO is met) is the best policy's load: 6 jobs/s x 0.15 s of Redis CPU = 90 % of a core
     assert doc["best"] == "hpa" and doc["redis"] == f["redis"]
     assert doc["redis"]["above_ceiling"] and "policy hpa at its peak" in doc["warnings"][0]
