@@ -162,7 +162,7 @@ class PoolEvents:
             return
         running = [w for w, p in enumerate(self.proc_pool) if p == pool.index and self.state[w] == RUNNING]
         if e.kind == "sigkill":  # the busiest first, the oldest among equals (a stable sort)
-            running.sort(key=lambda w: -sum(self.ctx.job_on(s) >= 0 for s in self.proc_slots[w]))
+            running.sort(key=lambda w: -len(self._busy(w)))
         chosen = running[:e.count]
         self._step(now, -len(chosen) * pool.spec.concurrency)
         self._processes(pool, now, -len(chosen))
@@ -172,6 +172,10 @@ class PoolEvents:
                 self._kill(w, now)
             else:
                 self._terminate(pool, w, now, e.grace)
+
+    def _busy(self, w: int) -> set[int]:
+        """The slots of process ``w`` running an attempt now."""
+        return {s for s in self.proc_slots[w] if self.ctx.job_on(s) >= 0}
 
     def _step(self, now: float, delta: int) -> None:
         if delta:
@@ -221,7 +225,7 @@ class PoolEvents:
     def _terminate(self, pool: Pool, w: int, now: float, grace: float) -> None:
         ctx = self.ctx
         self.state[w] = DRAINING
-        busy = {s for s in self.proc_slots[w] if ctx.job_on(s) >= 0}
+        busy = self._busy(w)
         row = {"pool": pool.spec.name, "process": ctx.worker_names[w], "signalled_at": now, "drained_at": math.nan,
                "cut_off_at": math.nan, "jobs_cut_off": 0, "active_at_signal": len(busy)}
         self.drains.append(row)
