@@ -5,7 +5,10 @@ the systems take turns (the order reversed every run) on the same throwaway
 ``redis-server``, flushed before each:
 
 1. **add**: ``--jobs`` no-op jobs added one call each (qsim: the sync
-   ``Queue.add``; BullMQ: ``queue.add``, benchmarks/node/bench.js ``add``);
+   ``Queue.add``; BullMQ: ``queue.add``, benchmarks/node/bench.js ``add``),
+   or with ``--add bulk`` in batches of :data:`BULK` (qsim: ``Queue.add_bulk``,
+   one script call per batch; BullMQ: ``queue.addBulk``, bench.js ``fill``:
+   one pipelined script call per job);
 2. **drain**: one worker process with that concurrency runs them all (qsim:
    the default install, as benchmarks/engine_throughput.py starts it; BullMQ:
    bench.js ``work``); completed jobs are kept by both.
@@ -25,9 +28,10 @@ idle cost per worker, and the clients Redis counts while they wait, their
 connections. A last paragraph divides a share of one core (the default
 ``--redis-ceiling``) by the median CPU per job: the jobs/s one Redis holds.
 
-Usage: ``python benchmarks/redis_cost.py [--jobs 3000] [--runs 3] [--concurrency 1,10,100] [--skip-bullmq]
-[--snippet]``. With ``--snippet`` the table goes to docs/snippets/benchmarks/redis-cost.md, which
-docs/explanation/performance.md includes. The default run takes about two minutes.
+Usage: ``python benchmarks/redis_cost.py [--jobs 3000] [--runs 3] [--concurrency 1,10,100] [--add one|bulk]
+[--skip-bullmq] [--snippet]``. With ``--snippet`` the table goes to docs/snippets/benchmarks/redis-cost.md
+(``--add bulk``: redis-cost-bulk.md), which docs/explanation/performance.md includes. The default run takes
+about two minutes.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ from qsim.spec.redis_cost import DEFAULT_CEILING  # noqa: E402
 
 from benchmarks.peers.bullmq_node import PREFIX as BULL_PREFIX, QUEUE, stop  # noqa: E402
 
+#: Jobs per call with ``--add bulk`` (bench.js ``fill`` adds in batches of the same size).
+BULK = 1000
+
 
 def _wait(done: Any, p: subprocess.Popen[Any], what: str, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
@@ -69,20 +76,26 @@ def _figures(n: int, s0: Any, s1: Any, s2: Any, rate: float) -> dict[str, float]
     add_cpu, add_calls, _ = delta(s0, s1)
     drain_cpu, drain_calls, _ = delta(s1, s2)
     return {"add_us": add_cpu / n * 1e6, "drain_us": drain_cpu / n * 1e6, "us": (add_cpu + drain_cpu) / n * 1e6,
-            "commands": (add_calls + drain_calls) / n, "rate": rate, "us_per_command":
+            "commands": (add_calls + drain_calls) / n, "add_commands": add_calls / n,
+            "drain_commands": drain_calls / n, "rate": rate, "us_per_command":
             (add_cpu + drain_cpu) / max(1, add_calls + drain_calls) * 1e6}
 
 
-def qsim_run(url: str, n: int, concurrency: int) -> dict[str, float]:
-    """Add ``n`` jobs one call each, drain them with one worker process; Redis's cost of each phase."""
+def qsim_run(url: str, n: int, concurrency: int, bulk: bool = False) -> dict[str, float]:
+    """Add ``n`` jobs one call each (``bulk``: :data:`BULK` a call), drain them with one worker process;
+    Redis's cost of each phase."""
     client = redis.Redis.from_url(url, decode_responses=True)
     q = Queue(QUEUE, redis=url)
     try:
         client.flushall()
         q.set_retention(keep_count=None)
         s0 = sample(client)
-        for _ in range(n):
-            q.add("noop", None)
+        if bulk:
+            for i in range(0, n, BULK):
+                q.add_bulk([("noop", None)] * min(BULK, n - i))
+        else:
+            for _ in range(n):
+                q.add("noop", None)
         s1 = sample(client)
         p = spawn(url, QUEUE, concurrency, "noop")
         try:
@@ -99,8 +112,8 @@ def qsim_run(url: str, n: int, concurrency: int) -> dict[str, float]:
         client.close()
 
 
-def bullmq_run(bq: Any, url: str, n: int, concurrency: int) -> dict[str, float]:
-    """The same on BullMQ (benchmarks/node/bench.js: ``add``, then ``work``)."""
+def bullmq_run(bq: Any, url: str, n: int, concurrency: int, bulk: bool = False) -> dict[str, float]:
+    """The same on BullMQ (benchmarks/node/bench.js: ``add``, or ``fill`` when ``bulk``, then ``work``)."""
     from benchmarks.peers.bullmq_node import fields
 
     client = redis.Redis.from_url(url, decode_responses=True)
@@ -109,7 +122,7 @@ def bullmq_run(bq: Any, url: str, n: int, concurrency: int) -> dict[str, float]:
     try:
         client.flushall()
         s0 = sample(client)
-        subprocess.run(["node", script, "add", json.dumps({**cfg, "n": n})], check=True, env=bq._env(), timeout=300)
+        subprocess.run(["node", script, "fill" if bulk else "add", json.dumps({**cfg, "n": n})], check=True, env=bq._env(), timeout=300)
         s1 = sample(client)
         p = subprocess.Popen(["node", script, "work", json.dumps({**cfg, "concurrency": concurrency,
                                                                   "handler": "noop"})],
@@ -154,7 +167,7 @@ def med(rows: list[dict[str, float]], key: str) -> float:
 
 def table(results: dict[int, dict[str, list[dict[str, float]]]], n: int, runs: int,
           idle: tuple[float, float, float] | None,
-          bull_version: str | None) -> str:
+          bull_version: str | None, bulk: bool = False) -> str:
     """The Markdown table of the docs (medians; ratios: medians of same-run ratios)."""
     has_bull = bull_version is not None
     head = ["concurrency", "qsim jobs/s", "qsim Redis µs/job (add + drain)", "qsim commands/job",
@@ -177,7 +190,7 @@ def table(results: dict[int, dict[str, list[dict[str, float]]]], n: int, runs: i
     vs = f" and BullMQ {bull_version} (Node.js)" if has_bull else ""
     text = ("\n".join(lines) + "\n\n"
             f"qsim's engine (the default install){vs}, one worker process each, the systems taking turns on one "
-            f"redis-server: {n:,} no-op jobs added one call each, then drained; medians of {runs} runs, the ratio the "
+            f"redis-server: {n:,} no-op jobs added {adds_how(bulk)}, then drained; medians of {runs} runs, the ratio the "
             f"median of the same-run ratios. The Redis share at saturation is the drain's jobs/s x its Redis CPU per "
             f"job (the share of one Redis core the worker side takes at that rate).")
     if has_bull:
@@ -186,13 +199,24 @@ def table(results: dict[int, dict[str, list[dict[str, float]]]], n: int, runs: i
         adds = ", ".join(f"{statistics.median(x['add_us'] / y['add_us'] for x, y in zip(s['qsim'], s['bullmq'])):.2f}"
                          for s in results.values())
         text += (f" The two phases apart (same-run ratios, concurrency {', '.join(map(str, results))}): the drain "
-                 f"(what the workers cost) {drains}; the add (one script call and one round trip per job in both) "
+                 f"(what the workers cost) {drains}; the add ({add_calls(bulk)}) "
                  f"{adds}.")
     if idle is not None:
         text += (f" An idle qsim worker sends {idle[0]:.2f} commands/s (blocking pops timing out, each followed by a promotion; stalled checks), "
                  f"about {idle[1]:.0f} µs of Redis CPU per second, and holds {idle[2]:.2g} connections.")
     text += "\n\n" + holds(results, idle)
     return text + "\n"
+
+
+def adds_how(bulk: bool) -> str:
+    return f"in batches of {BULK:,} (qsim `add_bulk`, BullMQ `addBulk`)" if bulk else "one call each"
+
+
+def add_calls(bulk: bool) -> str:
+    if bulk:
+        return ("qsim one script call per batch, BullMQ one script call per job, a batch's calls in one "
+                "round trip")
+    return "one script call and one round trip per job in both"
 
 
 def holds(results: dict[int, dict[str, list[dict[str, float]]]], idle: tuple[float, float, float] | None,
@@ -221,9 +245,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs per concurrency and system (default 3)")
     ap.add_argument("--concurrency", default="1,10,100", help="slots of the one worker process (default 1,10,100)")
     ap.add_argument("--idle-workers", type=int, default=20, help="idle qsim workers measured (default 20; 0: none)")
+    ap.add_argument("--add", choices=("one", "bulk"), default="one",
+                    help=f"add the jobs one call each (default) or {BULK:,} a call (add_bulk / addBulk)")
     ap.add_argument("--skip-bullmq", action="store_true", help="qsim alone")
     ap.add_argument("--snippet", action="store_true",
-                    help="write the table to docs/snippets/benchmarks/redis-cost.md (docs/explanation/performance.md)")
+                    help="write the table to docs/snippets/benchmarks/redis-cost.md (with --add bulk: "
+                         "redis-cost-bulk.md; docs/explanation/performance.md)")
     a = ap.parse_args()
     started = time.time()
     concurrencies = [int(c) for c in a.concurrency.split(",")]
@@ -250,8 +277,9 @@ def main() -> int:
                     for system in order:
                         if system == "bullmq" and bq is None:
                             continue
-                        f = qsim_run(server.url, a.jobs, c) if system == "qsim" else \
-                            bullmq_run(bq, server.url, a.jobs, c)
+                        bulk = a.add == "bulk"
+                        f = qsim_run(server.url, a.jobs, c, bulk) if system == "qsim" else \
+                            bullmq_run(bq, server.url, a.jobs, c, bulk)
                         results[c][system].append(f)
                         print(f"run {r + 1} concurrency {c:>3} {system:<6}: {f['rate']:8,.0f} jobs/s, Redis "
                               f"{f['us']:6.1f} µs/job (add {f['add_us']:.1f}, drain {f['drain_us']:.1f}), "
@@ -264,12 +292,12 @@ def main() -> int:
                       f"{idle[2]:.2g} connections")
         finally:
             server.stop()
-    text = table(results, a.jobs, a.runs, idle, bq.version if bq else None)
+    text = table(results, a.jobs, a.runs, idle, bq.version if bq else None, a.add == "bulk")
     print("\n" + text)
     if a.snippet:
         from benchmarks.snippet import write_snippet
 
-        print(f"wrote {write_snippet('redis-cost', text, started=started)}")
+        print(f"wrote {write_snippet('redis-cost' + ('-bulk' if a.add == 'bulk' else ''), text, started=started)}")
     return 0
 
 
