@@ -615,6 +615,9 @@ def _documents(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Mappi
             loaded = list(yaml.safe_load_all(text))
         except OSError as e:
             raise ScenarioError(f"{f}: cannot read: {e.strerror or e}") from e
+        except UnicodeDecodeError as e:
+            raise ScenarioError(f"{f}: not UTF-8 text (Kubernetes YAML is UTF-8): byte {e.object[e.start]:#04x} at "
+                                f"offset {e.start}") from None
         except yaml.YAMLError as e:
             raise ScenarioError(f"{f}: not valid YAML: {e}") from e
         for i, d in enumerate(loaded):

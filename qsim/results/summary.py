@@ -200,8 +200,8 @@ def summarize(records: Records, *, scenario: str, source: str, seed: int, warmup
     end = float(done_finished.max()) if done_finished.size else (
         float(np.nanmax(finished)) if (~np.isnan(finished)).any() else warmup)
     span_s = max(end - warmup, 0.0)
-    capacity = records.slot_seconds(warmup, end)
     span = _spans(records)
+    capacity = _capacity(records, span, warmup, end)
     wait_all = started - enq
     latency_all = finished - enq
     done = measured & completed
@@ -282,6 +282,29 @@ def _spans(records: Records) -> tuple[np.ndarray, np.ndarray]:
         return a["start"].to_numpy(float), a["end"].to_numpy(float)
     j = records.jobs
     return j["started"].to_numpy(float), j["finished"].to_numpy(float)
+
+
+def _capacity(records: Records, spans: tuple[np.ndarray, np.ndarray], start: float, end: float) -> float:
+    """Slot-seconds inside [start, end]: the live processes' slots (``Records.slots``), and at every moment
+    at least as many as run attempts. A signalled process's slots leave ``Records.slots`` at the signal,
+    while its attempts still hold them: a draining one until it ends, a killed one (its job locked) until
+    a stalled check finds it. So busy slot-seconds never exceed these, and utilization stays within 0..1."""
+    live = records.slot_seconds(start, end)
+    counts = [n for _, n in records.slots]
+    if end <= start or all(b >= a for a, b in zip(counts, counts[1:])):
+        return live  # no slot ever left: every attempt ran on a live slot
+    s, e = spans
+    ok = ~np.isnan(s)
+    s = np.clip(s[ok], start, end)
+    e = np.clip(np.where(np.isnan(e[ok]), end, e[ok]), start, end)
+    s, e = s[e > s], e[e > s]
+    changes = np.array([t for t, _ in records.slots], dtype=float)
+    edges = np.unique(np.concatenate([s, e, np.clip(changes, start, end), [start, end]]))
+    lo, width = edges[:-1], np.diff(edges)
+    # attempts running on each interval [edges[i], edges[i + 1]): started at or before it, not ended by then
+    running = np.searchsorted(np.sort(s), lo, side="right") - np.searchsorted(np.sort(e), lo, side="right")
+    slots = np.asarray(counts, dtype=float)[np.searchsorted(changes, lo, side="right") - 1]
+    return float((np.maximum(running, slots) * width).sum())
 
 
 def _groups(column: pd.Series, measured: np.ndarray, every: bool = False) -> list[Any]:

@@ -285,6 +285,9 @@ class Scenario:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise ScenarioError(f"{path}: cannot read scenario file: {e.strerror or e}") from e
+        except UnicodeDecodeError as e:
+            raise ScenarioError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte {e.object[e.start]:#04x} at "
+                                f"offset {e.start}") from None
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
@@ -705,6 +708,9 @@ def _read_column(path: Path, t: _Table, key: str) -> tuple[float, ...]:
             rows = [row for row in csv.reader(f) if row and row[0].strip()]
     except OSError as e:
         raise t.where.error(t.key(key), f"cannot be read: {path}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise t.where.error(t.key(key), f"cannot be read: {path} is not UTF-8 text: byte {e.object[e.start]:#04x} "
+                                        f"at offset {e.start}") from None
     values: list[float] = []
     for i, row in enumerate(rows):
         try:
@@ -764,6 +770,12 @@ def _parse_autoscaler(t: _Table) -> AutoscalerSpec:
             values[p.name] = text = t.string(p.name)
             if not SLO_SHAPE.match(text):
                 raise t.where.error(t.key(p.name), f"must be an SLO like \"p95_wait<=2\", got {_show(text)}")
+            from qsim.analysis.slo.language import parse_slo  # (here: the SLO parser reads no scenario)
+
+            try:
+                parse_slo(text, option="")
+            except ScenarioError as e:  # "'banana<=2': unknown metric 'banana'; use one of ..."
+                raise t.where.error(t.key(p.name), str(e).strip()) from None
         elif p.kind == "timezone":
             values[p.name] = t.string(p.name)
         elif p.kind == "floors":

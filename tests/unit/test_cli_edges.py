@@ -405,3 +405,44 @@ def test_a_queue_name_the_engine_cannot_key_is_refused_before_an_engine_run(
         # Then: exit 2 before Redis is reached, one sentence naming the key
         assert code == 2 and "queues[0].name must be a non-empty string without braces, colons or spaces, got " \
             "'bulk jobs'" in err and err.count("\n") == 1, (argv, err)
+
+
+BASE_TOML = """name = "b"
+duration = 60
+[[queues]]
+name = "q"
+[[jobs]]
+name = "a"
+queue = "q"
+arrival = { kind = "poisson", rate = 2 }
+service = { kind = "exponential", mean = 0.2 }
+[[pools]]
+name = "p"
+queues = ["q"]
+"""
+
+
+@pytest.mark.parametrize("which", ["scenario", "csv", "yaml"])
+def test_a_file_that_is_not_utf8_is_named_in_one_line_with_exit_2(which: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a Latin-1 byte (é) in the scenario, in a CSV the scenario reads, or in a Kubernetes YAML
+    scenario = tmp_path / "s.toml"
+    argv = ["simulate", str(scenario)]
+    if which == "scenario":
+        scenario.write_bytes(BASE_TOML.replace('"b"', '"caf\xe9"').encode("latin-1"))
+        bad = scenario
+    elif which == "csv":
+        bad = tmp_path / "times.csv"
+        bad.write_bytes(b"0.1\n\xe9\n")
+        scenario.write_text(BASE_TOML.replace('kind = "exponential", mean = 0.2',
+                                              'kind = "empirical", path = "times.csv"'))
+    else:
+        bad = tmp_path / "so.yaml"
+        bad.write_bytes(b"kind: ScaledObject\nmetadata:\n  name: caf\xe9\n")
+        scenario.write_text(BASE_TOML)
+        argv = ["autoscale", str(scenario), "--k8s", str(bad), "--slo", "p95_wait<=2"]
+    code, out, err = cli(capsys, *argv)
+    # Then it is bad input (exit 2), said in one line naming the file and the byte, not a traceback
+    assert code == EXIT_BAD_INPUT, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert bad.name in err and "not UTF-8" in err and "0xe9" in err

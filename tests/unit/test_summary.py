@@ -81,6 +81,37 @@ def test_utilization_follows_slot_changes_and_attempts() -> None:
     assert summarize(records, scenario="s", source="model", seed=0)["utilization"] == pytest.approx(8 / 25)
 
 
+def test_an_attempt_that_outlives_its_process_keeps_its_slot_in_the_utilization() -> None:
+    # Given 1 slot that leaves at 2 s (its process killed) while its attempt holds the job's lock until a
+    # stalled check at 8 s, and a new process's slot from 8 s on running the retry until 10 s
+    jobs = make_jobs([("a", "q", 0.0, 0.0, 10.0, "completed")])
+    attempts = attempts_frame({"job_id": ["j0", "j0"], "attempt": [1, 2], "worker": ["w1", "w2"],
+                               "start": [0.0, 8.0], "end": [8.0, 10.0], "result": ["stalled", "ok"]})
+    records = Records(jobs=jobs, attempts=attempts, slots=((0.0, 1), (2.0, 0), (8.0, 1)))
+    # Then the held slot counts while the attempt holds it (0..8 s) beside the live one (8..10 s): 10 s busy
+    # of 10 slot-seconds, not 10 of the live slots' 4 (utilization 2.5, outside the documented 0..1)
+    assert records.slot_seconds(0, 10) == 4
+    assert summarize(records, scenario="s", source="engine", seed=0)["utilization"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("kind", ["sigkill", "sigterm"])
+def test_utilization_stays_within_0_and_1_when_a_signal_leaves_a_pool_without_live_processes(kind: str) -> None:
+    from qsim.api import simulate
+    from qsim.spec.scenario import Scenario
+
+    # Given one process, signalled at 10 s, and the next started only at 100 s: the signalled one's
+    # attempt (draining, or locked until the new process's stalled check) outlives its slot
+    s = Scenario.from_dict({
+        "name": "gap", "duration": 60.0, "queues": [{"name": "q"}],
+        "jobs": [{"name": "a", "queue": "q", "arrival": {"kind": "poisson", "rate": 1.0},
+                  "service": {"kind": "constant", "mean": 0.5}}],
+        "pools": [{"name": "p", "queues": ["q"], "workers": 1}],
+        "events": [{"at": 10.0, "kind": kind, "pool": "p"}, {"at": 100.0, "kind": "start", "pool": "p"}]})
+    u = simulate(s).summary["utilization"]
+    # Then the share of the slots running attempts is a share (it was 3.2 after the kill)
+    assert 0.0 < u <= 1.0
+
+
 def test_nothing_completed_gives_zero_rates_and_null_stats() -> None:
     jobs = make_jobs([("a", "q", 0.0, NAN, NAN, "unfinished")])
     summary = summarize(Records(jobs=jobs, slots=((0.0, 1),)), scenario="s", source="model", seed=0)

@@ -73,6 +73,7 @@ def with_params(scenario: Scenario, params: Mapping[str, Any]) -> Scenario:
             scenario = dataclasses.replace(scenario, **changes)
         else:
             scenario = _replace(scenario, parts, value, path)
+    _check_rules(scenario, params)
     _check_values(scenario, params)
     return scenario
 
@@ -101,6 +102,16 @@ def _check_values(scenario: Scenario, params: Mapping[str, Any]) -> None:
         low = 1 if field in {"concurrency", "concurrency_limit", "attempts", "max"} else 0
         if isinstance(value, (int, float)) and (not math.isfinite(value) or value < low):
             raise ScenarioError(f"--vary {path} must be >= {low}, got {value!r}")
+
+
+def _check_rules(scenario: Scenario, params: Mapping[str, Any]) -> None:
+    """Hold the varied scenario to every rule its TOML is held to (``rate > 0``, ``fail_prob <= 1``,
+    ``warmup < duration``, ...): it is written out and read back as a file would be (a fraction of a ms)."""
+    try:
+        Scenario.from_dict(scenario.to_dict())  # (no source: paths stay as stored, relative to this folder)
+    except ScenarioError as e:
+        shown = " ".join(f"{path}={value!r}" for path, value in params.items())
+        raise ScenarioError(f"--vary {shown}: {str(e).removeprefix('scenario: ')}") from None
 
 
 def _number(x: float) -> float | int:
