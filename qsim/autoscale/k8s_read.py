@@ -68,6 +68,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,8 @@ BULLMQ_EXPORTED = {"list_length": "qsim_bullmq_jobs", "oldest_age": "qsim_bullmq
 HPA_SYNC_PERIOD = DEFAULT_SYNC
 _KEDA = "keda.sh/v1alpha1"
 _HPA = "autoscaling/v2"
+#: HPA API versions with v2's schema (v2beta2 is v2 before it was GA; behavior came with it).
+_HPA_VERSIONS = (_HPA, "autoscaling/v2beta2")
 _RANGES = {"stabilizationWindowSeconds": STABILIZATION, "periodSeconds": PERIOD}
 _SELECT = {"Max": "max", "Min": "min", "Disabled": "disabled"}
 _SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
@@ -508,11 +511,10 @@ def deployment(where: _Where, doc: Mapping[str, Any]) -> dict[str, Any]:
     for i, c in enumerate(containers):
         at = f"spec.template.spec.containers[{i}]"
         c = _mapping(where, at, c)
-        argv = [str(a) for a in (_listing(where, f"{at}.command", c.get("command"))
-                                 + _listing(where, f"{at}.args", c.get("args")))]
-        starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == "worker"]
-        if starts:
-            worker = (i, c, argv[starts[0] + 2:])
+        argv = qsim_args(_listing(where, f"{at}.command", c.get("command")),
+                         _listing(where, f"{at}.args", c.get("args")), "worker")
+        if argv is not None:
+            worker = (i, c, argv)
             break
     pre_stop = 0.0
     flags: dict[str, Any] = {}
@@ -549,6 +551,30 @@ def _pre_stop(where: _Where, path: str, container: Mapping[str, Any]) -> float:
     where.unhonoured(path, "is a hook qsim cannot time (it reads a preStop sleep); its time is not taken "
                            "from the grace")
     return 0.0
+
+
+_SHELLS = ("sh", "bash", "ash", "dash")
+
+
+def qsim_args(command: Sequence[Any], args: Sequence[Any], verb: str) -> list[str] | None:
+    """The arguments after ``qsim VERB`` in a container's command and args (None: it does not run it).
+
+    Three shapes: ``command: [qsim]`` (or ``python -m qsim``) with the rest in ``args``; no ``command``
+    and ``args`` starting with VERB (the image's ENTRYPOINT is ``qsim``); a shell's ``-c`` string that
+    runs it (``exec qsim worker ...``).
+    """
+    argv = [str(a) for a in (*command, *args)]
+    if len(argv) >= 3 and Path(argv[0]).name in _SHELLS and argv[1] == "-c":
+        try:
+            argv = shlex.split(argv[2])
+        except ValueError:
+            return None
+    starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == verb]
+    if starts:
+        return argv[starts[0] + 2:]
+    if not command and argv[:1] == [verb]:
+        return argv[1:]
+    return None
 
 
 def worker_flags(where: _Where, path: str, argv: Sequence[str]) -> dict[str, Any]:
@@ -591,11 +617,10 @@ def advisor_flags(docs: Sequence[tuple[str, Mapping[str, Any]]], queues: Sequenc
             continue
         pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
         for c in pod.get("containers") or []:
-            argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
-            starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == "advise"]
-            if not starts:
+            argv = qsim_args(c.get("command") or [], c.get("args") or [], "advise") if isinstance(c, Mapping) else None
+            if argv is None:
                 continue
-            known, _ = p.parse_known_args(argv[starts[0] + 2:])
+            known, _ = p.parse_known_args(argv)
             if sorted(known.queue or []) != sorted(queues) or not known.slo:
                 continue
             where = _Where(file, "Deployment", _name(doc), False)
@@ -625,8 +650,21 @@ def _documents(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Mappi
                 continue
             if not isinstance(d, Mapping):
                 raise ScenarioError(f"{f}: document {i + 1} is not a Kubernetes object (a mapping)")
+            if d.get("kind") == "List" and isinstance(d.get("items"), list):  # as kubectl get -o yaml prints
+                for k, item in enumerate(d["items"]):
+                    if not isinstance(item, Mapping):
+                        raise ScenarioError(f"{f}: document {i + 1}: items[{k}] is not a Kubernetes object")
+                    docs.append((str(f), item))
+                continue
             docs.append((str(f), d))
     return docs
+
+
+def _is_advisor(doc: Mapping[str, Any]) -> bool:
+    """Whether a Deployment runs ``qsim advise`` (a bundle's advisor: not a worker Deployment)."""
+    pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return any(isinstance(c, Mapping) and qsim_args(c.get("command") or [], c.get("args") or [], "advise") is not None
+               for c in pod.get("containers") or [])
 
 
 def _name(doc: Mapping[str, Any]) -> str:
@@ -647,13 +685,22 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
     """
     docs = _documents(files)
     scalers = [(f, d) for f, d in docs if (d.get("apiVersion"), d.get("kind")) in
-               ((_KEDA, "ScaledObject"), (_HPA, "HorizontalPodAutoscaler"))]
+               ((_KEDA, "ScaledObject"), *(((v, "HorizontalPodAutoscaler")) for v in _HPA_VERSIONS))]
     if len(scalers) != 1:
         found = ", ".join(f"{d.get('kind')} {_name(d)}" for _, d in scalers) or "none"
+        other = [f"{d.get('kind')} {_name(d)} ({d.get('apiVersion')})" for _, d in docs
+                 if d.get("kind") in ("ScaledObject", "HorizontalPodAutoscaler") and (_, d) not in scalers]
+        if not scalers and other:
+            found += f" of those API versions ({', '.join(other)}; an autoscaling/v1 HPA has no external metrics)"
         raise ScenarioError(f"--k8s: give one KEDA ScaledObject ({_KEDA}) or HorizontalPodAutoscaler ({_HPA}) "
                             f"in {', '.join(map(str, files))}; found {found}")
     file, obj = scalers[0]
     where = _Where(file, str(obj["kind"]), _name(obj), ignore_unknown)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    for key in ("autoscaling.keda.sh/paused-replicas", "autoscaling.keda.sh/paused"):
+        if obj["kind"] == "ScaledObject" and key in annotations and str(annotations[key]).lower() != "false":
+            where.unhonoured(f"metadata.annotations[{key}]", f"is {annotations[key]!r}: KEDA does not autoscale a "
+                                                             "paused ScaledObject (remove it to replay the autoscaler)")
     table = (scaled_object if obj["kind"] == "ScaledObject" else hpa_object)(where, obj, queues)
     ref = _mapping(where, "spec.scaleTargetRef", _mapping(where, "spec", obj.get("spec")).get("scaleTargetRef"))
     target = ref.get("name")
@@ -672,7 +719,9 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
         dwhere = _Where(dfile, "Deployment", str(target), ignore_unknown, where.ignored)
         pool = deployment(dwhere, dep)
         objects.append(f"Deployment {target} ({dfile})")
-    elif any(d.get("kind") == "Deployment" for _, d in docs):
+        if obj["kind"] == "ScaledObject" and pool["workers"] < table["min"]:
+            pool["workers"] = table["min"]  # KEDA sets a target below minReplicaCount to it at its first loop
+    elif any(d.get("kind") == "Deployment" and not _is_advisor(d) for _, d in docs):
         raise where.error("spec.scaleTargetRef.name", f"is {target!r}, and no Deployment given is named so")
     advisor = advisor_flags(docs, queues)
     advise_slo = pool.pop("advise_slo", None) or advisor.get("advise_slo") or slo

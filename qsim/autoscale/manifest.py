@@ -33,10 +33,12 @@ kube-controller-manager flags (``--horizontal-pod-autoscaler-tolerance``,
 ``--horizontal-pod-autoscaler-sync-period``): a value other than Kubernetes'
 default is a comment. A value outside the Kubernetes/KEDA API's ranges is an
 error (:func:`qsim.autoscale.k8s_ranges.check_api_ranges`). With ``min = 0``
-an HPA gets ``minReplicas: 1`` and says why, unless ``keda = false`` (a plain
-HPA scaling to zero: ``minReplicas: 0``, which needs the ``HPAScaleToZero``
-feature gate; such a policy has no ScaledObject). The ``step`` policy has no
-HPA equivalent.
+an HPA is an error unless ``keda = false`` (a plain HPA scaling to zero:
+``minReplicas: 0``, which needs the ``HPAScaleToZero`` feature gate; such a
+policy has no ScaledObject): an HPA at ``minReplicas: 1`` is not the pool that
+was simulated. So is a ScaledObject for a pool that starts with no worker under
+``min >= 1`` (KEDA raises it to ``min`` at once; the simulated HPA leaves a
+target at 0 replicas alone). The ``step`` policy has no HPA equivalent.
 
 The ``schedule`` and ``predictive`` policies add one KEDA ``cron``
 trigger per floor (``start``/``end`` as daily ``M H * * *``, ``desiredReplicas``,
@@ -268,6 +270,15 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
     if kind not in EMIT_KINDS:
         raise ScenarioError(f"--emit must be keda or hpa, got {kind!r}")
     check_api_ranges(kind, {"pool": pool, **table})
+    if kind == "keda" and scenario.pool(pool).workers == 0 and int(table["min"]) >= 1:
+        raise ScenarioError(f"--emit keda: pool {pool} starts with 0 workers under min = {int(table['min'])}: KEDA "
+                            "raises a Deployment at 0 replicas to minReplicaCount at its first loop, while the "
+                            "simulation kept none (an HPA leaves a target at 0 replicas alone): start the pool at "
+                            "min workers, or set min = 0")
+    if kind == "hpa" and int(table["min"]) == 0 and table.get("keda", True) is not False:
+        raise ScenarioError(f"--emit hpa: pool {pool} scales to zero (min = 0, through KEDA: keda = true), which an "
+                            "HPA cannot (its minReplicas is at least 1 without the HPAScaleToZero gate): emit keda, "
+                            "or set keda = false (a plain HPA at minReplicas 0) or min = 1")
     view = _hpa_view(scenario, pool, table)
     name = deployment_name(scenario, pool)
     queues = tuple(scenario.pool(pool).queues)
@@ -359,10 +370,7 @@ def _reactive_trigger(table: Mapping[str, Any], view: Mapping[str, Any], query: 
 def _hpa_manifest(head: list[str], name: str, queues: tuple[str, ...], view: Mapping[str, Any], target: str,
                   low: int, high: int) -> str:
     """An autoscaling/v2 HPA on an external metric and prometheus-adapter's rule for it."""
-    if low == 0 and view["keda"]:
-        head = head + ["# min = 0: an HPA cannot scale to zero without the HPAScaleToZero feature gate (KEDA can: "
-                       "--emit keda; or keda = false); minReplicas is 1."]
-    elif low == 0:
+    if low == 0:
         head = head + ["# minReplicas: 0 needs the HPAScaleToZero feature gate (alpha) on the cluster."]
     ext = (_BULLMQ_EXTERNAL if target == "bullmq" else _EXTERNAL).get(view["metric"])
     if ext is None:

@@ -84,10 +84,13 @@ def test_hpa_policies_emit_keda_on_metrics_qsim_exports(autoscaler: dict[str, An
 
 def test_hpa_manifest_and_its_adapter_rule() -> None:
     (worker,) = deploy("worker.yaml")
-    hpa, adapter = emit("hpa", scenario(min=0, target=8, scale_down_stabilization=120))
+    # an HPA cannot scale to zero (minReplicas >= 1 without the HPAScaleToZero gate): not the simulated pool
+    with pytest.raises(ScenarioError, match="--emit hpa: pool workers scales to zero .* emit keda"):
+        emit("hpa", scenario(min=0, target=8))
+    hpa, adapter = emit("hpa", scenario(min=1, target=8, scale_down_stabilization=120))
     assert (hpa["apiVersion"], hpa["kind"]) == ("autoscaling/v2", "HorizontalPodAutoscaler")
     assert hpa["spec"]["scaleTargetRef"]["name"] == worker["metadata"]["name"]
-    assert hpa["spec"]["minReplicas"] == 1                               # an HPA cannot scale to zero
+    assert hpa["spec"]["minReplicas"] == 1
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 120
     (m,) = hpa["spec"]["metrics"]
     assert m["external"]["target"] == {"type": "AverageValue", "averageValue": "8"}

@@ -429,7 +429,13 @@ def test_an_emitted_bundle_read_back_is_the_same_autoscaler_and_pool(drawn: tupl
     s = Scenario.from_dict(raw)
     full = policy_table(s, "workers")
     node = yaml.safe_load(BULLMQ_DEPLOYMENT) if target == "bullmq" else None
-    # When it is emitted as a bundle and the bundle is read back
+    # When it is emitted as a bundle and the bundle is read back (what the cluster would not run as simulated is
+    # refused: a pool at 0 workers under min >= 1, which KEDA lifts at once; an HPA for a pool scaling to zero)
+    if (kind == "keda" and workers == 0 and full["min"] >= 1) or (kind == "hpa" and full["min"] == 0
+                                                                   and full.get("keda", True) is not False):
+        with pytest.raises(ScenarioError, match="--emit"):
+            emit(kind, s, "workers", full, slo="p95_wait<=2", deployment=node, target=target)
+        return
     text, _ = emit(kind, s, "workers", full, slo="p95_wait<=2", deployment=node, target=target)
     with tempfile.TemporaryDirectory() as name:
         read = read_objects([write(Path(name), "bundle.yaml", text)], QUEUES)
@@ -569,3 +575,77 @@ def test_tuning_an_hpa_without_behavior_searches_no_stabilisation_window(tmp_pat
     with_b = apply_k8s(day(), "workers", read_objects([write(tmp_path, "h2.yaml", edited(
         HPA, "spec.behavior", {"scaleDown": {"stabilizationWindowSeconds": 60}}))], QUEUES))
     assert "autoscalers.workers.scale_down_stabilization" in default_grid("hpa", with_b, "workers", slo)
+
+
+# ---------------------------------------------------------------- shapes teams write (found by probing from outside)
+
+
+def test_a_kubectl_list_and_a_v2beta2_hpa_are_read_as_their_objects(tmp_path: Path) -> None:
+    # Given the ScaledObject and the Deployment as `kubectl get -o yaml` prints them: one List of items
+    items = [yaml.safe_load(SCALED_OBJECT), yaml.safe_load(DEPLOYMENT)]
+    listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
+    apart = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT)], QUEUES)
+    together = read_objects([write(tmp_path, "list.yaml", listed)], QUEUES)
+    # Then they read as the same objects given apart
+    assert (together.autoscaler, together.pool) == (apart.autoscaler, apart.pool)
+    # and an HPA of autoscaling/v2beta2 (v2's schema) reads as its v2 twin; a v1 HPA is named, not "none"
+    v2 = read_objects([write(tmp_path, "h2.yaml", HPA + "---\n" + DEPLOYMENT)], QUEUES)
+    beta = read_objects([write(tmp_path, "hb.yaml", HPA.replace("autoscaling/v2", "autoscaling/v2beta2") + "---\n"
+                               + DEPLOYMENT)], QUEUES)
+    assert (beta.autoscaler, beta.pool) == (v2.autoscaler, v2.pool)
+    with pytest.raises(ScenarioError, match=r"found none of those API versions \(HorizontalPodAutoscaler "
+                                            r"orders-worker \(autoscaling/v1\)"):
+        read_objects([write(tmp_path, "h1.yaml", HPA.replace("autoscaling/v2", "autoscaling/v1"))], QUEUES)
+
+
+@pytest.mark.parametrize("container", [
+    'args: [worker, app.jobs:handle, --queue, orders, --concurrency, "2", --shutdown-grace, "40"]',  # ENTRYPOINT qsim
+    'command: [/bin/sh, -c]\n          args: ["exec qsim worker app.jobs:handle --queue orders --concurrency 2 '
+    '--shutdown-grace 40"]',
+])
+def test_the_worker_container_is_found_in_the_entrypoint_and_shell_forms(container: str, tmp_path: Path) -> None:
+    # Given the Deployment's worker written without `command: [qsim]`: the image's ENTRYPOINT, or a shell's -c
+    shaped = DEPLOYMENT.replace('command: ["qsim"]\n          args: [worker, app.jobs:handle, --queue, orders, '
+                                '--concurrency, "2", --shutdown-grace, "40"]', container)
+    assert shaped != DEPLOYMENT
+    plain = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT)], QUEUES)
+    read = read_objects([write(tmp_path, "b.yaml", SCALED_OBJECT + "---\n" + shaped)], QUEUES)
+    # Then its flags are read as from `command: [qsim]` (they were dropped: concurrency 1, the pod's grace)
+    assert read.pool == plain.pool and read.pool["concurrency"] == 2
+
+
+def test_a_scaledobject_lifts_a_deployment_at_zero_replicas_to_its_minimum(tmp_path: Path) -> None:
+    # Given a Deployment at 0 replicas under a ScaledObject with minReplicaCount 1 (KEDA raises it at once)
+    zero = DEPLOYMENT.replace("replicas: 2", "replicas: 0")
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + zero)], QUEUES)
+    # Then the pool starts at the minimum (it stayed at 0 all run: the HPA's rule, not KEDA's)
+    assert read.pool["workers"] == 1
+    # while an HPA leaves a Deployment at 0 replicas alone, as Kubernetes does
+    hpa = read_objects([write(tmp_path, "b.yaml", HPA + "---\n" + zero)], QUEUES)
+    assert hpa.pool["workers"] == 0
+
+
+@pytest.mark.parametrize("annotation", ['autoscaling.keda.sh/paused-replicas: "4"',
+                                        'autoscaling.keda.sh/paused: "true"'])
+def test_a_paused_scaledobject_is_not_replayed_as_an_autoscaler(annotation: str, tmp_path: Path) -> None:
+    paused = SCALED_OBJECT.replace("  name: orders-worker\nspec:", f"  name: orders-worker\n  annotations:\n"
+                                                                   f"    {annotation}\nspec:", 1)
+    assert paused != SCALED_OBJECT
+    with pytest.raises(ScenarioError, match=r"metadata.annotations\[autoscaling.keda.sh/paused.*does not autoscale"):
+        read_objects([write(tmp_path, "a.yaml", paused + "---\n" + DEPLOYMENT)], QUEUES)
+    read = read_objects([write(tmp_path, "a.yaml", paused + "---\n" + DEPLOYMENT)], QUEUES, ignore_unknown=True)
+    assert any("paused" in line for line in read.ignored)
+
+
+def test_a_bullmq_bundle_with_its_advisor_reads_back_without_a_worker_deployment(tmp_path: Path) -> None:
+    # Given the qsim policy at zero for a BullMQ queue: the bundle holds the advisor's Deployment, not the workers'
+    raw = day().to_dict()
+    raw["pools"][0]["workers"] = 0
+    raw["autoscalers"] = [{"pool": "workers", "policy": "qsim", "min": 0, "max": 8, "slo": "p95_wait<=2"}]
+    s = Scenario.from_dict(raw)
+    text, _ = emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2", target="bullmq")
+    assert "qsim advise" in text or "- advise" in text
+    # When it is read back
+    back = apply_k8s(s, "workers", read_objects([write(tmp_path, "bundle.yaml", text)], QUEUES))
+    # Then it is the same autoscaler (it was refused: "no Deployment given is named so")
+    assert policy_table(back, "workers") == policy_table(s, "workers")
