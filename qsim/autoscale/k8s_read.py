@@ -290,8 +290,28 @@ def _queue_named(where: _Where, path: str, name: str, queues: Sequence[str]) -> 
                                 f"{', '.join(queues)})")
 
 
+#: Aggregations that, applied straight to a gauge every worker exports, do not read the queue's value once.
+_SPREADING = re.compile(r"\b(sum|avg|count|min|quantile|stddev|stdvar|topk|bottomk)\s*(?:(?:by|without)\s*\([^)]*\)"
+                        r"\s*)?\(\s*(?:[0-9.]+\s*,\s*)?(qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds)\b")
+
+
+def _query_shape(where: _Where, path: str, query: str) -> None:
+    """Refuse what the metric name alone would misread: arithmetic, an ``*_over_time`` or ``offset``, and an
+    aggregation other than ``max`` straight over a gauge every worker exports (``sum`` reads N times the backlog)."""
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', query)
+    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", bare)
+    if re.search(r"[*/+%^-]", bare) or re.search(r"\b\w+_over_time\s*\(|\boffset\b", bare):
+        where.unhonoured(path, f"is {query!r}: arithmetic, an *_over_time or an offset on the series, which qsim "
+                               "does not model (it reads the series as the queries --emit writes do)")
+    m = _SPREADING.search(bare)
+    if m:
+        where.unhonoured(path, f"is {query!r}: {m.group(1)} over {m.group(2)}, a gauge every worker exports with the "
+                               "queue's one value, reads it once per worker (qsim reads max(...), as --emit writes)")
+
+
 def query_metric(where: _Where, path: str, query: str, queues: Sequence[str]) -> tuple[str, float | None]:
     """The metric a PromQL query on qsim's series reads, and its window (s) for ``p95_wait``."""
+    _query_shape(where, path, query)
     for op, literal in re.findall(r'queue\s*(=~|=)\s*"((?:[^"\\]|\\.)*)"', query):
         try:
             label = json.loads(f'"{literal}"')  # PromQL's string escapes (Go's): \" and \\ as in JSON

@@ -496,6 +496,14 @@ def test_the_worker_flags_and_a_sleep_action_are_read(tmp_path: Path) -> None:
     ({"type": "redis", "metadata": {"listLength": "4"}}, "listName is required"),
     ({"type": "prometheus", "metadata": {"query": "max(qsim_recommended_workers{queue=\"orders\"})",
                                          "threshold": "1"}}, "carries no --advise-slo"),
+    # what the series' name alone would misread (these read as list_length, figures as max(...)'s)
+    ({"type": "prometheus", "metadata": {"query": "sum(qsim_queue_jobs{queue=\"orders\",state=\"waiting\"})",
+                                         "threshold": "4"}}, "sum over qsim_queue_jobs, a gauge every worker exports"),
+    ({"type": "prometheus", "metadata": {"query": "max(qsim_queue_jobs{queue=\"orders\",state=\"waiting\"}) / 10",
+                                         "threshold": "4"}}, "arithmetic, an *_over_time or an offset"),
+    ({"type": "prometheus", "metadata": {
+        "query": "avg_over_time(max(qsim_queue_jobs{queue=\"orders\",state=\"waiting\"})[5m:30s])",
+        "threshold": "4"}}, "arithmetic, an *_over_time or an offset"),
 ])
 def test_a_trigger_qsim_cannot_read_is_named(tmp_path: Path, trigger: dict[str, Any], message: str) -> None:
     f = write(tmp_path, "so.yaml", edited(SCALED_OBJECT, "spec.triggers.0", trigger))
