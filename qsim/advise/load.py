@@ -142,6 +142,10 @@ def advisors(scenario: Scenario) -> dict[str, LoadAdvisor]:
     Its plans use seeds from 0, whatever the run's seed (a deployed advisor's own
     default): every run asks the same questions, and one process answers each once.
     """
+    where = f"{scenario.source}: " if scenario.source else ""
+    for i, a in enumerate(scenario.autoscalers):  # an SLO the scenario's check let by (its shape is right)
+        if needs_advice(a):
+            parse_slos(str(a.params()["slo"]), option=f"{where}autoscalers[{i}].slo")
     return {a.pool: LoadAdvisor(str(a.params()["slo"]), concurrency=scenario.pool(a.pool).concurrency,
                                 max_workers=max(a.max, 1))
             for a in scenario.autoscalers if needs_advice(a)}

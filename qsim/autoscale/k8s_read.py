@@ -256,6 +256,9 @@ def behavior(where: _Where, path: str, value: Any) -> dict[str, Any]:
         if "policies" in r:
             out[f"scale_{way}"] = [scale_policy(where, f"{at}.policies[{i}]", p)
                                    for i, p in enumerate(_listing(where, f"{at}.policies", r["policies"]))]
+            if not out[f"scale_{way}"] and select != "Disabled":
+                raise where.error(f"{at}.policies", "must list at least one policy unless selectPolicy is Disabled "
+                                                    "(the API server refuses it)")
         else:  # the API server fills the defaults in; none are written for a disabled direction
             out[f"scale_{way}"] = [] if select == "Disabled" else [_rule_table(p) for p in rules]
         if "tolerance" in r:
@@ -564,10 +567,9 @@ def _pre_stop(where: _Where, path: str, container: Mapping[str, Any]) -> float:
                                          _mapping(where, f"{path}.exec", hook.get("exec")).get("command"))]
     words = " ".join(command).replace(";", " ").split()
     if "sleep" in words and words.index("sleep") + 1 < len(words):
-        try:
-            return float(words[words.index("sleep") + 1])
-        except ValueError:
-            pass
+        m = re.fullmatch(r"(\d+(?:\.\d*)?)([smh]?)", words[words.index("sleep") + 1])  # coreutils' sleep 10, 10s, 1m
+        if m:
+            return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
     where.unhonoured(path, "is a hook qsim cannot time (it reads a preStop sleep); its time is not taken "
                            "from the grace")
     return 0.0
@@ -664,7 +666,10 @@ def _documents(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Mappi
             raise ScenarioError(f"{f}: not UTF-8 text (Kubernetes YAML is UTF-8): byte {e.object[e.start]:#04x} at "
                                 f"offset {e.start}") from None
         except yaml.YAMLError as e:
-            raise ScenarioError(f"{f}: not valid YAML: {e}") from e
+            mark = getattr(e, "problem_mark", None)
+            where_ = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            what = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ScenarioError(f"{f}: not valid YAML: {what}{where_}") from None
         for i, d in enumerate(loaded):
             if d is None:
                 continue
@@ -685,6 +690,11 @@ def _is_advisor(doc: Mapping[str, Any]) -> bool:
     pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
     return any(isinstance(c, Mapping) and qsim_args(c.get("command") or [], c.get("args") or [], "advise") is not None
                for c in pod.get("containers") or [])
+
+
+def _namespace(doc: Mapping[str, Any]) -> str | None:
+    meta = doc.get("metadata")
+    return str(meta["namespace"]) if isinstance(meta, Mapping) and meta.get("namespace") else None
 
 
 def _name(doc: Mapping[str, Any]) -> str:
@@ -729,6 +739,13 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
     if ref.get("kind", "Deployment") != "Deployment":
         where.unhonoured("spec.scaleTargetRef.kind", f"is {ref.get('kind')!r} (qsim reads a Deployment's workers)")
     deployments = [(f, d) for f, d in docs if d.get("kind") == "Deployment" and _name(d) == target]
+    namespace = _namespace(obj)
+    if len({_namespace(d) for _, d in deployments}) > 1:  # the target is in the autoscaler's namespace
+        deployments = [(f, d) for f, d in deployments if _namespace(d) == namespace]
+        if len(deployments) != 1:
+            raise where.error("metadata.namespace", f"is {namespace or 'not given'}, and the Deployments named "
+                                                    f"{target!r} are in several namespaces: give the autoscaler's "
+                                                    "namespace, or only its Deployment")
     pool: dict[str, Any] = {}
     objects = [f"{obj['kind']} {where.name} ({file})"]
     if deployments:

@@ -31,7 +31,7 @@ from qsim.scenarios import load as load_scenario
 
 __all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "EXIT_CUT_OFF", "EXIT_INTERRUPTED", "BAD_INPUT",
            "share_of_core", "add_redis_flags", "exit_code", "DEFAULT_REDIS_URL", "resolve_redis_url", "redis_url",
-           "nonneg_int", "pos_int", "pos_float",
+           "int_at_least", "nonneg_int", "pos_int", "pos_float",
            "nonneg_float", "load_scenario", "Progress", "print_json", "finite", "fmt", "err", "parse_vary"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
@@ -89,23 +89,25 @@ def err(command: str, message: str) -> None:
 # --------------------------------------------------------------------------- argparse types
 
 
-def nonneg_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
+def int_at_least(text: str, low: int, why: str = "") -> int:
+    """An integer >= ``low`` (argparse.ArgumentTypeError naming that one bound, ``why`` appended, if not)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}{why}, got {value}")
     return value
+
+
+def nonneg_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return int_at_least(text, 0)
 
 
 def pos_int(text: str) -> int:
     """argparse type: an integer >= 1."""
-    value = nonneg_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+    return int_at_least(text, 1)
 
 
 def _float(text: str) -> float:

@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import EXIT_OK, Progress, load_scenario, nonneg_int, pos_int, print_json
+from qsim.cli.common import EXIT_OK, Progress, int_at_least, load_scenario, nonneg_int, pos_int, print_json
 from qsim.cli.output import format_summary, format_theory, write_outputs
 from qsim.cli.windows import add_window_args, apply_window, format_windows, write_windows
-from qsim.errors import UsageError
+from qsim.errors import TheoryNotApplicable, UsageError
 from qsim.results.outpath import out_dir
 
 __all__ = ["register", "cmd_simulate", "cmd_theory", "replications_arg"]
@@ -17,10 +17,7 @@ __all__ = ["register", "cmd_simulate", "cmd_theory", "replications_arg"]
 
 def replications_arg(text: str) -> int:
     """argparse type of ``simulate --replications``: an integer >= 2 (a band needs several runs)."""
-    value = pos_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be >= 2 (a band needs several runs), got {value}")
-    return value
+    return int_at_least(text, 2, " (a band needs several runs)")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -80,7 +77,13 @@ def cmd_theory(args: argparse.Namespace) -> int:
     """Print the closed-form prediction for a scenario, or say why none applies."""
     from qsim.analysis.theory import predict
 
-    result = predict(load_scenario(args.scenario)).to_dict()
+    scenario = load_scenario(args.scenario)
+    try:
+        result = predict(scenario).to_dict()
+    except TheoryNotApplicable as e:
+        if args.json:  # a document on stdout too; the one line on stderr and exit 2 stay (qsim.cli.main)
+            print_json({"scenario": scenario.name, "source": "theory", "applicable": False, "reason": str(e)})
+        raise
     if args.json:
         print_json(result)
     else:
@@ -110,7 +113,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("theory", help="closed-form prediction (Erlang C, Allen-Cunneen, Cobham)",
-                       description="Print what queueing theory predicts for SCENARIO, or say why no closed form applies.")
+                       description="Print what queueing theory predicts for SCENARIO, or say why no closed form "
+                                   "applies (exit 2).")
     p.add_argument("scenario", help="scenario TOML file or built-in name")
-    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the prediction as JSON: {scenario, source, model, c, lambda, mu, rho, p_wait, wait, "
+                        "latency, by_type, notes, ...}; where no closed form applies (still exit 2, the reason also "
+                        "on stderr): {scenario, source, applicable: false, reason}")
     p.set_defaults(func=cmd_theory)

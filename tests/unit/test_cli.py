@@ -120,7 +120,34 @@ def test_theory_applies_or_says_why(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert doc["wait"]["mean"] == pytest.approx(0.2046, abs=1e-3)
     path.write_text(MMC.replace('kind = "poisson"', 'kind = "constant"'))
     code, out, err = run(capsys, "theory", str(path), "--json")
-    assert code == 2 and out == "" and "constant" in err
+    assert code == 2 and "constant" in err
+    assert json.loads(out) == {"scenario": "mmc", "source": "theory", "applicable": False,
+                               "reason": err.strip().removeprefix("qsim theory: ")}
+
+
+@pytest.mark.parametrize("extra", [
+    '[[events]]\nat = 50.0\nkind = "sigkill"\npool = "p"\n',
+    None,  # retries: fail_prob and attempts on the job type
+])
+def test_theory_json_says_why_no_closed_form_applies(extra: str | None, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a valid scenario that no closed form covers (a pool event, or retries)
+    path = tmp_path / "mmc.toml"
+    path.write_text(MMC + extra if extra else MMC.replace("[[pools]]", "attempts = 3\nfail_prob = 0.2\n[[pools]]"))
+    # When theory is asked for JSON
+    code, out, err = run(capsys, "theory", str(path), "--json")
+    # Then it still exits 2 with the reason on stderr, and stdout is one JSON document saying why
+    doc = json.loads(out)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("qsim theory: ")
+    assert doc == {"scenario": "mmc", "source": "theory", "applicable": False,
+                   "reason": err.strip().removeprefix("qsim theory: ")}
+    # And without --json stdout stays empty
+    code, out, _ = run(capsys, "theory", str(path))
+    assert code == 2 and out == ""
+    # And a scenario that is bad input, not beyond theory, prints no document
+    path.write_text(MMC.replace("mean = 1.0 }", "mean = -1.0 }"))
+    code, out, _ = run(capsys, "theory", str(path), "--json")
+    assert code == 2 and out == ""
 
 
 def test_console_entry_point_runs_in_a_fresh_process() -> None:

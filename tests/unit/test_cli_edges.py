@@ -206,6 +206,26 @@ def test_exit_codes_are_decided_in_one_place() -> None:
     assert exit_code(KeyboardInterrupt()) == 130
 
 
+@pytest.mark.parametrize("argv, option, bound", [
+    (["simulate", "workshop"], "--jobs", "must be >= 1"),
+    (["simulate", "workshop"], "--replications", "must be >= 2 (a band needs several runs)"),
+    (["simulate", "workshop"], "--seed", "must be >= 0"),
+    (["plan", "workshop", "--slo", "p95_wait<=2", "--vary", "pools.craftsmen.workers=1:2"], "--replications",
+     "must be a whole number >= 1 or auto"),
+    (["plan", "workshop", "--slo", "p95_wait<=2", "--vary", "pools.craftsmen.workers=1:2"], "--processes",
+     "must be >= 1"),
+])
+def test_an_integer_option_names_its_one_bound_whatever_the_bad_value(
+        argv: list[str], option: str, bound: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given an option's lowest allowed value, low = the number its bound names
+    low = int(bound.split(">= ")[1].split()[0])
+    # When it is given one below and well below the bound
+    for bad in (low - 1, low - 2):
+        code, out, err = cli(capsys, *argv, option, str(bad))
+        # Then both refusals state the same bound, with the value
+        assert code == 2 and out == "" and f"argument {option}: {bound}, got " in err and str(bad) in err, err
+
+
 # ----------------------------------------------------------------------------- SLOs and the cost
 
 
@@ -446,3 +466,13 @@ def test_a_file_that_is_not_utf8_is_named_in_one_line_with_exit_2(which: str, tm
     assert code == EXIT_BAD_INPUT, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert bad.name in err and "not UTF-8" in err and "0xe9" in err
+
+
+def test_an_autoscalers_slo_with_an_unknown_metric_is_named_by_its_key(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "slo.toml"
+    scenario.write_text(BASE_TOML + '[[autoscalers]]\npool = "p"\npolicy = "qsim"\nslo = "banana<=2"\n')
+    code, _, err = cli(capsys, "simulate", str(scenario))
+    # the file and the key, not a --slo option simulate does not have
+    assert code == EXIT_BAD_INPUT
+    assert f"{scenario}: autoscalers[0].slo 'banana<=2': unknown metric 'banana'" in err and "--slo" not in err

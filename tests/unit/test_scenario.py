@@ -211,6 +211,7 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("jobs.0.backoff", {"jitter": 2}, "jobs[0].backoff.jitter must be <= 1, got 2"),
         ("jobs.0.fan_out", {"job": "zz", "count": 2}, "jobs[0].fan_out.job names no job type: 'zz'"),
         ("jobs.0.fan_out", {"job": "a", "count": 0}, "jobs[0].fan_out.count must be >= 1, got 0"),
+        ("jobs.0.fan_out", {"job": "a", "count": 1}, "jobs[0].fan_out.job must not name the job itself: 'a'"),
         ("jobs.0.flow", {"children": []}, "jobs[0].flow.children must name at least one child job type"),
         ("jobs.0.flow", {"children": ["a"]}, "jobs[0].flow.children must not name the job itself: 'a'"),
         ("jobs.0.flow", {"children": "b"}, "jobs[0].flow.children must be a list of strings, got 'b'"),
@@ -251,6 +252,29 @@ def test_invalid_values_name_the_key(path: str, value: Any, expected: str) -> No
     message = error_of(_set(minimal(), path, value))
     assert message.startswith("shop.toml: ")
     assert expected in message
+
+
+def test_child_cycles_are_refused_naming_the_cycle() -> None:
+    # Given job types whose fan_out and flow children lead back to the first (a -> b -> c -> a)
+    raw = minimal()
+    raw["jobs"][0]["fan_out"] = {"job": "b", "count": 1}
+    raw["jobs"] += [{"name": "b", "queue": "q", "service": {"kind": "constant", "mean": 0.5},
+                     "flow": {"children": ["c"]}},
+                    {"name": "c", "queue": "q", "service": {"kind": "constant", "mean": 0.5},
+                     "fan_out": {"job": "a", "count": 2}}]
+    # Then the scenario is refused at the cycle's first job type, not by a memory estimate of inf jobs
+    assert error_of(raw) == ("shop.toml: jobs[0].fan_out.job must not lead back to the job itself, "
+                             "got the cycle 'a' -> 'b' -> 'c' -> 'a'")
+    # And a two-type cycle of flows is named at its flow's children
+    raw["jobs"][0].pop("fan_out")
+    raw["jobs"][2] = {"name": "c", "queue": "q", "service": {"kind": "constant", "mean": 0.5},
+                      "flow": {"children": ["b"]}}
+    assert error_of(raw) == ("shop.toml: jobs[1].flow.children must not lead back to the job itself, "
+                             "got the cycle 'b' -> 'c' -> 'b'")
+    # But children shared without a cycle (a -> b, a -> c, b -> c) are fine
+    raw["jobs"][0]["flow"] = {"children": ["b", "c"]}
+    raw["jobs"][2].pop("flow")
+    assert Scenario.from_dict(raw).job("b").flow is not None
 
 
 def test_duplicates_and_unserved_queues() -> None:
