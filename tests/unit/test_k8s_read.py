@@ -657,3 +657,35 @@ def test_a_bullmq_bundle_with_its_advisor_reads_back_without_a_worker_deployment
     back = apply_k8s(s, "workers", read_objects([write(tmp_path, "bundle.yaml", text)], QUEUES))
     # Then it is the same autoscaler (it was refused: "no Deployment given is named so")
     assert policy_table(back, "workers") == policy_table(s, "workers")
+
+
+def test_small_shapes_read_or_are_named_in_the_yaml(tmp_path: Path) -> None:
+    # an empty list of scaling policies is named in the YAML that holds it (it was blamed on the scenario file)
+    empty = SCALED_OBJECT.replace("  triggers:", "  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n"
+                                                 "        scaleDown:\n          policies: []\n  triggers:", 1)
+    with pytest.raises(ScenarioError, match=r"so.yaml: ScaledObject orders-worker: spec.advanced."
+                                            r"horizontalPodAutoscalerConfig.behavior.scaleDown.policies must list"):
+        read_objects([write(tmp_path, "so.yaml", empty)], QUEUES)
+    # a preStop `sleep 10s` (coreutils' unit) is timed as `sleep 10`
+    tens = [read_objects([write(tmp_path, f"d{i}.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT.replace(
+        'command: ["sleep", "5"]', f'command: ["sleep", "{arg}"]'))], QUEUES).pool["pre_stop"]
+        for i, arg in enumerate(("10", "10s"))]
+    assert tens == [10.0, 10.0]
+    # a YAML syntax error is one line, with its place
+    with pytest.raises(ScenarioError) as e:
+        read_objects([write(tmp_path, "bad.yaml", "kind: ScaledObject\n  metadata: [\n")], QUEUES)
+    assert len(str(e.value).splitlines()) == 1 and "bad.yaml: not valid YAML" in str(e.value) and "line" in str(e.value)
+
+
+def test_same_named_deployments_are_told_apart_by_the_autoscalers_namespace(tmp_path: Path) -> None:
+    def placed(text: str, ns: str) -> str:
+        return text.replace("  name: orders-worker\n", f"  name: orders-worker\n  namespace: {ns}\n", 1)
+
+    staging = placed(DEPLOYMENT.replace("replicas: 2", "replicas: 7"), "staging")
+    # Given a ScaledObject in prod and Deployments of its target's name in staging (first) and prod
+    files = [write(tmp_path, "so.yaml", placed(SCALED_OBJECT, "prod")), write(tmp_path, "staging.yaml", staging),
+             write(tmp_path, "prod.yaml", placed(DEPLOYMENT, "prod"))]
+    # Then prod's is read (the first file's was), and without a namespace to choose by, it is named
+    assert read_objects(files, QUEUES).pool["workers"] == 2
+    with pytest.raises(ScenarioError, match="in several namespaces"):
+        read_objects([write(tmp_path, "plain.yaml", SCALED_OBJECT), *files[1:]], QUEUES)
