@@ -60,7 +60,13 @@ def emit(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, 
                                         window=window, concurrency=own.concurrency, source=target,
                                         prefix=prefix if target == "bullmq" else None))
         extra.append(advisor_service(advisor_name(scenario, pool)))
-    text, rule = adapter_rule(manifest(kind, scenario, pool, table, note=note, target=target, prefix=prefix))
+    # the autoscaler (and the advisor it reads) in the namespace of the Deployment it targets, when read with one
+    namespace = ((deployment or {}).get("metadata") or {}).get("namespace")
+    for doc in extra:
+        if namespace:
+            doc["metadata"]["namespace"] = str(namespace)
+    text, rule = adapter_rule(manifest(kind, scenario, pool, table, note=note, target=target, prefix=prefix,
+                                       namespace=str(namespace) if namespace else None))
     if worker is None:
         text = (f"# No worker Deployment: give yours with --k8s to have its terminationGracePeriodSeconds set for "
                 f"the simulated grace ({grace:g} s).\n") + text

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,30 @@ def _set_flag(args: list[str], flag: str, value: str | None) -> list[str]:
     return out + ([flag, value] if value is not None else [])
 
 
+_SHELLS = ("sh", "bash", "ash", "dash")
+
+
+def qsim_args(command: Sequence[Any], args: Sequence[Any], verb: str) -> list[str] | None:
+    """The arguments after ``qsim VERB`` in a container's command and args (None: it does not run it).
+
+    Three shapes: ``command: [qsim]`` (or ``python -m qsim``) with the rest in ``args``; no ``command``
+    and ``args`` starting with VERB (the image's ENTRYPOINT is ``qsim``); a shell's ``-c`` string that
+    runs it (``exec qsim worker ...``).
+    """
+    argv = [str(a) for a in (*command, *args)]
+    if len(argv) >= 3 and Path(argv[0]).name in _SHELLS and argv[1] == "-c":
+        try:
+            argv = shlex.split(argv[2])
+        except ValueError:
+            return None
+    starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == verb]
+    if starts:
+        return argv[starts[0] + 2:]
+    if not command and argv[:1] == [verb]:
+        return argv[1:]
+    return None
+
+
 def worker_deployment(base: Mapping[str, Any] | None, *, name: str, queues: Sequence[str], concurrency: int,
                       grace: float, pre_stop: float = 0.0, advise: tuple[str, float] | None = None,
                       replicas: int = 1) -> dict[str, Any]:
@@ -69,22 +94,28 @@ def worker_deployment(base: Mapping[str, Any] | None, *, name: str, queues: Sequ
     doc = copy.deepcopy(dict(base)) if base is not None else _plain(name, queues)
     doc["spec"]["replicas"] = int(replicas)
     pod = doc["spec"]["template"]["spec"]
-    worker = None
-    for c in pod.get("containers", []):
-        argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
-        if any(Path(argv[k]).name == "qsim" and argv[k + 1] == "worker" for k in range(len(argv) - 1)):
-            worker = c
-            break
+    worker = next((c for c in pod.get("containers", []) if isinstance(c, dict)
+                   and qsim_args(c.get("command") or [], c.get("args") or [], "worker") is not None), None)
     if worker is None:  # the read Deployment runs no qsim worker: the settings go to a plain one
         return worker_deployment(None, name=name, queues=queues, concurrency=concurrency, grace=grace,
                                  pre_stop=pre_stop, advise=advise, replicas=replicas)
-    key = "args" if worker.get("args") else "command"
-    args = [str(a) for a in worker[key]]
-    args = _set_flag(args, "--concurrency", str(concurrency))
-    args = _set_flag(args, "--shutdown-grace", f"{grace:g}")
-    if advise is not None:
-        args = _set_flag(_set_flag(args, "--advise-slo", advise[0]), "--advise-window", f"{advise[1]:g}s")
-    worker[key] = args
+
+    def simulated(args: list[str]) -> list[str]:
+        args = _set_flag(args, "--concurrency", str(concurrency))
+        args = _set_flag(args, "--shutdown-grace", f"{grace:g}")
+        if advise is not None:
+            args = _set_flag(_set_flag(args, "--advise-slo", advise[0]), "--advise-window", f"{advise[1]:g}s")
+        return args
+
+    command, args = [str(a) for a in worker.get("command") or []], [str(a) for a in worker.get("args") or []]
+    if len(command + args) >= 3 and Path((command + args)[0]).name in _SHELLS and (command + args)[1] == "-c":
+        where, at = ("command", 2) if len(command) >= 3 else ("args", 2 - len(command))  # the -c script
+        words = [command, args][where == "args"]
+        words[at] = shlex.join(simulated(shlex.split(words[at])))
+        worker[where] = words
+    else:
+        key = "args" if worker.get("args") else "command"
+        worker[key] = simulated([str(a) for a in worker[key]])
     pod["terminationGracePeriodSeconds"] = int(math.ceil(pre_stop + grace + EXIT_MARGIN))
     return doc
 

@@ -68,7 +68,6 @@ import json
 import math
 import os
 import re
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +76,7 @@ from typing import Any
 import yaml
 
 from qsim.autoscale.k8s_cron import cron_floors
+from qsim.autoscale.k8s_deployment import qsim_args
 from qsim.autoscale.k8s_ranges import PERIOD, STABILIZATION
 from qsim.autoscale.metric_source import every_job_in_the_list
 from qsim.errors import ScenarioError
@@ -573,30 +573,6 @@ def _pre_stop(where: _Where, path: str, container: Mapping[str, Any]) -> float:
     where.unhonoured(path, "is a hook qsim cannot time (it reads a preStop sleep); its time is not taken "
                            "from the grace")
     return 0.0
-
-
-_SHELLS = ("sh", "bash", "ash", "dash")
-
-
-def qsim_args(command: Sequence[Any], args: Sequence[Any], verb: str) -> list[str] | None:
-    """The arguments after ``qsim VERB`` in a container's command and args (None: it does not run it).
-
-    Three shapes: ``command: [qsim]`` (or ``python -m qsim``) with the rest in ``args``; no ``command``
-    and ``args`` starting with VERB (the image's ENTRYPOINT is ``qsim``); a shell's ``-c`` string that
-    runs it (``exec qsim worker ...``).
-    """
-    argv = [str(a) for a in (*command, *args)]
-    if len(argv) >= 3 and Path(argv[0]).name in _SHELLS and argv[1] == "-c":
-        try:
-            argv = shlex.split(argv[2])
-        except ValueError:
-            return None
-    starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == verb]
-    if starts:
-        return argv[starts[0] + 2:]
-    if not command and argv[:1] == [verb]:
-        return argv[1:]
-    return None
 
 
 def worker_flags(where: _Where, path: str, argv: Sequence[str]) -> dict[str, Any]:

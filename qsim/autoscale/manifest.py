@@ -243,6 +243,13 @@ def _yaml_lines(value: Any) -> list[str]:
     return text.rstrip("\n").splitlines()
 
 
+def _placed(doc: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    """``doc`` in ``namespace`` (an autoscaler targets a Deployment of its own namespace)."""
+    if namespace:
+        doc["metadata"]["namespace"] = namespace
+    return doc
+
+
 def _scaled_object(name: str, low: int, high: int, table: Mapping[str, Any], view: Mapping[str, Any],
                    triggers: list[dict[str, Any]]) -> dict[str, Any]:
     """The ScaledObject: bounds, KEDA's poll and cooldowns, the HPA behaviour (none with ``behavior = false``)."""
@@ -263,10 +270,10 @@ def _scaled_object(name: str, low: int, high: int, table: Mapping[str, Any], vie
 
 
 def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, note: str = "",
-             target: str = "qsim", prefix: str = BULLMQ_PREFIX) -> str:
+             target: str = "qsim", prefix: str = BULLMQ_PREFIX, namespace: str | None = None) -> str:
     """The ``kind`` (keda | hpa) manifest of the autoscaler ``table`` (its TOML keys) for ``pool``, reading
     its metric where :func:`qsim.autoscale.metric_source.metric_source` says for a ``target`` (qsim | bullmq)
-    queue under the key ``prefix`` (BullMQ's)."""
+    queue under the key ``prefix`` (BullMQ's); in ``namespace`` (its Deployment's: None, none written)."""
     if kind not in EMIT_KINDS:
         raise ScenarioError(f"--emit must be keda or hpa, got {kind!r}")
     check_api_ranges(kind, {"pool": pool, **table})
@@ -291,7 +298,7 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
                     f"({table['policy']} policy), combined by max with "
                     + ("no other trigger." if view["metric"] is None else "the trigger on the queue's metric."))
         if view["metric"] is None:
-            doc = _scaled_object(name, low, high, table, view, crons)
+            doc = _placed(_scaled_object(name, low, high, table, view, crons), namespace)
             return "\n".join(head + _yaml_lines(doc)) + "\n"
     source = metric_source(kind, scenario, pool, table, view["metric"], target)
     if target == "bullmq" and view["metric"] != "recommended_workers":
@@ -305,9 +312,9 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
                             "ScaledObject cannot express (KEDA scales 0 <-> 1 itself): emit hpa, or set keda = true")
     if kind == "keda":
         reactive = _reactive_trigger(table, view, query, source, queues, prefix, low)
-        doc = _scaled_object(name, low, high, table, view, [reactive, *crons])
+        doc = _placed(_scaled_object(name, low, high, table, view, [reactive, *crons]), namespace)
         return "\n".join(head + _yaml_lines(doc)) + "\n"
-    return _hpa_manifest(head, name, queues, view, target, low, high)
+    return _hpa_manifest(head, name, queues, view, target, low, high, namespace)
 
 
 def _source_notes(scenario: Scenario, pool: str, table: Mapping[str, Any], view: Mapping[str, Any], source: str,
@@ -368,7 +375,7 @@ def _reactive_trigger(table: Mapping[str, Any], view: Mapping[str, Any], query: 
 
 
 def _hpa_manifest(head: list[str], name: str, queues: tuple[str, ...], view: Mapping[str, Any], target: str,
-                  low: int, high: int) -> str:
+                  low: int, high: int, namespace: str | None = None) -> str:
     """An autoscaling/v2 HPA on an external metric and prometheus-adapter's rule for it."""
     if low == 0:
         head = head + ["# minReplicas: 0 needs the HPAScaleToZero feature gate (alpha) on the cluster."]
@@ -392,7 +399,7 @@ def _hpa_manifest(head: list[str], name: str, queues: tuple[str, ...], view: Map
                                                                           "selector": {"matchLabels": labels}},
                                                                "target": goal}}]}}
     body = _yaml_lines(_adapter_config(ext, labels, view, target))
-    return "\n".join(head + _yaml_lines(hpa) + ["---", "# prometheus-adapter's rule for the external metric "
+    return "\n".join(head + _yaml_lines(_placed(hpa, namespace)) + ["---", "# prometheus-adapter's rule for the external metric "
                                           "(rules.external in the prometheus-adapter chart's values)"] + body) + "\n"
 
 

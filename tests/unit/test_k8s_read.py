@@ -689,3 +689,30 @@ def test_same_named_deployments_are_told_apart_by_the_autoscalers_namespace(tmp_
     assert read_objects(files, QUEUES).pool["workers"] == 2
     with pytest.raises(ScenarioError, match="in several namespaces"):
         read_objects([write(tmp_path, "plain.yaml", SCALED_OBJECT), *files[1:]], QUEUES)
+
+
+@pytest.mark.parametrize("container", [
+    'args: [worker, app.jobs:handle, --queue, orders, --concurrency, "2", --shutdown-grace, "40"]',
+    'command: [/bin/sh, -c]\n          args: ["exec qsim worker app.jobs:handle --queue orders --concurrency 2 '
+    '--shutdown-grace 40"]',
+])
+def test_a_bundle_emitted_from_a_read_keeps_the_teams_deployment_and_namespace(container: str, tmp_path: Path) -> None:
+    # Given the team's Deployment in prod, its worker in the ENTRYPOINT or the shell form, and its ScaledObject
+    shaped = DEPLOYMENT.replace('command: ["qsim"]\n          args: [worker, app.jobs:handle, --queue, orders, '
+                                '--concurrency, "2", --shutdown-grace, "40"]', container)
+    shaped = shaped.replace("  name: orders-worker\n", "  name: orders-worker\n  namespace: prod\n", 1)
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + shaped)], QUEUES)
+    s = apply_k8s(day(), "workers", read)
+    raw = s.to_dict()
+    raw["pools"][0]["concurrency"] = 6  # as if tuned
+    tuned = Scenario.from_dict(raw)
+    # When the tuned pool is emitted with the Deployment read
+    text, _ = emit("keda", tuned, "workers", policy_table(tuned, "workers"), slo="p95_wait<=2",
+                   deployment=read.deployment, pre_stop=float(read.pool["pre_stop"]))
+    so, dep = [d for d in yaml.safe_load_all(text) if d]
+    # Then it is the team's Deployment (its image, its shape), in its namespace, with the ScaledObject beside it
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/orders-worker:1.0"
+    assert so["metadata"]["namespace"] == dep["metadata"]["namespace"] == "prod"
+    # and read back it runs the tuned concurrency (a placeholder Deployment with --concurrency 1 was written)
+    back = read_objects([write(tmp_path, "b.yaml", text)], QUEUES)
+    assert back.pool["concurrency"] == 6 and back.pool["grace"] == read.pool["grace"]
