@@ -29,12 +29,13 @@ ADVISOR_WINDOW = 900.0
 
 def emit(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, slo: str,
          deployment: Mapping[str, Any] | None = None, pre_stop: float = 0.0, note: str = "", target: str = "qsim",
-         prefix: str = BULLMQ_PREFIX) -> tuple[str, str | None]:
+         prefix: str = BULLMQ_PREFIX, connection: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
     """The bundle (module docstring) of the autoscaler ``table`` for ``pool``, and the adapter rule (None: none).
 
     ``deployment``: the worker Deployment read with ``--k8s`` (None: a plain qsim worker; for a BullMQ
     ``target`` none, since a BullMQ worker is the team's own code); ``pre_stop``: its preStop sleep (s);
-    ``slo``: the advisor's SLO when the policy has none of its own.
+    ``slo``: the advisor's SLO when the policy has none of its own; ``connection``: the read trigger's
+    (:attr:`~qsim.autoscale.k8s_read.K8sRead.connection`: its server address and authentication are kept).
 
     Raises:
         ScenarioError: what :func:`~qsim.autoscale.manifest.manifest` and
@@ -66,7 +67,7 @@ def emit(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, 
         if namespace:
             doc["metadata"]["namespace"] = str(namespace)
     text, rule = adapter_rule(manifest(kind, scenario, pool, table, note=note, target=target, prefix=prefix,
-                                       namespace=str(namespace) if namespace else None))
+                                       namespace=str(namespace) if namespace else None, connection=connection))
     if worker is None:
         text = (f"# No worker Deployment: give yours with --k8s to have its terminationGracePeriodSeconds set for "
                 f"the simulated grace ({grace:g} s).\n") + text

@@ -130,6 +130,10 @@ class K8sRead:
     objects: tuple[str, ...] = ()
     deployment: Mapping[str, Any] | None = None
     source: str = "metrics"
+    #: How the ScaledObject's trigger reaches its server, which qsim does not simulate but a bundle emitted
+    #: from this read must keep: ``type``, the trigger's other ``metadata`` (serverAddress, address, ...) and
+    #: its ``authenticationRef`` (empty: an HPA, or a ScaledObject of cron triggers only).
+    connection: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -766,7 +770,26 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
                                       "--advise-slo: give the advisor's SLO (qsim autoscale passes --slo)")
         table["slo"] = advise_slo
     return K8sRead(autoscaler=table, pool=pool, ignored=tuple(where.ignored), objects=tuple(objects),
-                   deployment=deployments[0][1] if deployments else None, source=source)
+                   deployment=deployments[0][1] if deployments else None, source=source,
+                   connection=_connection(obj) if obj["kind"] == "ScaledObject" else {})
+
+
+#: Trigger metadata keys that say what is read (qsim's), not where from.
+_READ_KEYS = {"prometheus": ("query", "threshold", "activationThreshold", "ignoreNullValues"),
+              "redis": ("listName", "listLength", "activationListLength")}
+
+
+def _connection(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The reactive trigger's connection (:attr:`K8sRead.connection`)."""
+    for t in (obj.get("spec") or {}).get("triggers") or []:
+        if isinstance(t, Mapping) and t.get("type") in _READ_KEYS:
+            meta: Mapping[str, Any] = t["metadata"] if isinstance(t.get("metadata"), Mapping) else {}
+            out: dict[str, Any] = {"type": t["type"], "metadata": {k: v for k, v in meta.items()
+                                                                   if k not in _READ_KEYS[t["type"]]}}
+            if t.get("authenticationRef"):
+                out["authenticationRef"] = t["authenticationRef"]
+            return out
+    return {}
 
 
 def apply_k8s(scenario: Scenario, pool: str, read: K8sRead) -> Scenario:

@@ -270,10 +270,13 @@ def _scaled_object(name: str, low: int, high: int, table: Mapping[str, Any], vie
 
 
 def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, note: str = "",
-             target: str = "qsim", prefix: str = BULLMQ_PREFIX, namespace: str | None = None) -> str:
+             target: str = "qsim", prefix: str = BULLMQ_PREFIX, namespace: str | None = None,
+             connection: Mapping[str, Any] | None = None) -> str:
     """The ``kind`` (keda | hpa) manifest of the autoscaler ``table`` (its TOML keys) for ``pool``, reading
     its metric where :func:`qsim.autoscale.metric_source.metric_source` says for a ``target`` (qsim | bullmq)
-    queue under the key ``prefix`` (BullMQ's); in ``namespace`` (its Deployment's: None, none written)."""
+    queue under the key ``prefix`` (BullMQ's); in ``namespace`` (its Deployment's: None, none written); a
+    trigger of the type of ``connection`` (:attr:`qsim.autoscale.k8s_read.K8sRead.connection`) reaches its
+    server as that one did."""
     if kind not in EMIT_KINDS:
         raise ScenarioError(f"--emit must be keda or hpa, got {kind!r}")
     check_api_ranges(kind, {"pool": pool, **table})
@@ -311,7 +314,7 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
         raise ScenarioError("--emit keda: keda = false with min = 0 is a plain HPA scaling to zero, which a "
                             "ScaledObject cannot express (KEDA scales 0 <-> 1 itself): emit hpa, or set keda = true")
     if kind == "keda":
-        reactive = _reactive_trigger(table, view, query, source, queues, prefix, low)
+        reactive = _connected(_reactive_trigger(table, view, query, source, queues, prefix, low), connection)
         doc = _placed(_scaled_object(name, low, high, table, view, [reactive, *crons]), namespace)
         return "\n".join(head + _yaml_lines(doc)) + "\n"
     return _hpa_manifest(head, name, queues, view, target, low, high, namespace)
@@ -354,6 +357,23 @@ def _cluster_notes(view: Mapping[str, Any]) -> list[str]:
     if not view["behavior"]:
         out.append("# behavior = false: no behavior (Kubernetes' fixed rules: up to max(2 x current, 4) per sync, "
                    "300 s downscale stabilisation).")
+    return out
+
+
+def _connected(trigger: dict[str, Any], connection: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``trigger`` with the server address, other connection metadata and ``authenticationRef`` of a read
+    trigger of its type (what is read stays the emitted trigger's)."""
+    if not connection or connection.get("type") != trigger["type"]:
+        return trigger
+    meta = dict(trigger["metadata"])
+    if trigger["type"] == "redis" and any(k in connection["metadata"] for k in ("address", "addresses", "host",
+                                                                                  "hosts", "addressFromEnv")):
+        meta.pop("addressFromEnv", None)  # the team's own address replaces the bundle's default
+    meta.update({k: v for k, v in connection["metadata"].items() if k not in meta})
+    meta.update({k: v for k, v in connection["metadata"].items() if k == "serverAddress"})
+    out = {**trigger, "metadata": meta}
+    if connection.get("authenticationRef"):
+        out["authenticationRef"] = dict(connection["authenticationRef"])
     return out
 
 

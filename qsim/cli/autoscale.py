@@ -197,7 +197,7 @@ def _write_emitted(args: argparse.Namespace, doc: Any, scenario: Any, slo: Any, 
     text, rule = emit(kind, scenario, pool, table, slo=f"{slo.metric}{slo.op}{slo.value:g}", note=note,
                       deployment=read.deployment if read is not None else None,
                       pre_stop=float(read.pool.get("pre_stop", 0.0)) if read is not None else 0.0,
-                      target=args.target, prefix=args.prefix)
+                      target=args.target, prefix=args.prefix, connection=read.connection if read is not None else None)
     Path(path).write_text(text, encoding="utf-8")
     doc["emitted"] = {"kind": kind, "file": str(path)}
     if rule is not None:

@@ -716,3 +716,24 @@ def test_a_bundle_emitted_from_a_read_keeps_the_teams_deployment_and_namespace(c
     # and read back it runs the tuned concurrency (a placeholder Deployment with --concurrency 1 was written)
     back = read_objects([write(tmp_path, "b.yaml", text)], QUEUES)
     assert back.pool["concurrency"] == 6 and back.pool["grace"] == read.pool["grace"]
+
+
+def test_a_bundle_emitted_from_a_read_reaches_prometheus_as_the_read_trigger_did(tmp_path: Path) -> None:
+    # Given the team's ScaledObject reading Thanos over https with a TriggerAuthentication
+    so = edited(SCALED_OBJECT, "spec.triggers.0", {
+        "type": "prometheus", "authenticationRef": {"name": "thanos-auth"},
+        "metadata": {"serverAddress": "https://thanos.example.com", "authModes": "bearer", "namespace": "prod",
+                     "query": 'max(qsim_queue_jobs{queue="orders",state="waiting"})', "threshold": "4"}})
+    read = read_objects([write(tmp_path, "a.yaml", so + "---\n" + DEPLOYMENT)], QUEUES)
+    s = apply_k8s(day(), "workers", read)
+    # When it is emitted from the read
+    text, _ = emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2", deployment=read.deployment,
+                   pre_stop=float(read.pool["pre_stop"]), connection=read.connection)
+    (trigger,) = [d for d in yaml.safe_load_all(text) if d][0]["spec"]["triggers"]
+    # Then its trigger reaches the same server the same way (it was reset to the in-cluster default, no auth)
+    assert trigger["authenticationRef"] == {"name": "thanos-auth"}
+    assert {k: trigger["metadata"][k] for k in ("serverAddress", "authModes", "namespace")} == {
+        "serverAddress": "https://thanos.example.com", "authModes": "bearer", "namespace": "prod"}
+    # and what it reads is still the simulated policy's
+    back = apply_k8s(day(), "workers", read_objects([write(tmp_path, "b.yaml", text)], QUEUES))
+    assert policy_table(back, "workers") == policy_table(s, "workers")
