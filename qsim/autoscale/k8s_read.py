@@ -97,6 +97,8 @@ BULLMQ_EXPORTED = {"list_length": "qsim_bullmq_jobs", "oldest_age": "qsim_bullmq
 HPA_SYNC_PERIOD = DEFAULT_SYNC
 _KEDA = "keda.sh/v1alpha1"
 _HPA = "autoscaling/v2"
+#: KEDA's Redis list scalers: the same listName/listLength, a single server, a cluster or a Sentinel set.
+REDIS_TRIGGERS = ("redis", "redis-cluster", "redis-sentinel")
 #: HPA API versions with v2's schema (v2beta2 is v2 before it was GA; behavior came with it).
 _HPA_VERSIONS = (_HPA, "autoscaling/v2beta2")
 _RANGES = {"stabilizationWindowSeconds": STABILIZATION, "periodSeconds": PERIOD}
@@ -370,7 +372,7 @@ def trigger(where: _Where, path: str, value: Any, queues: Sequence[str]) -> dict
     if mtype not in ("AverageValue", "Value"):
         where.unhonoured(f"{path}.metricType", f"is {mtype!r} (qsim reads AverageValue or Value)")
         return None
-    if kind == "redis":
+    if kind in REDIS_TRIGGERS:  # one list's length (LLEN), whichever way KEDA reaches the Redis
         if "listName" not in meta:
             raise where.error(f"{path}.metadata.listName", "is required for a redis trigger")
         _list_queue(where, f"{path}.metadata.listName", str(meta["listName"]), queues)
@@ -736,8 +738,9 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
         dwhere = _Where(dfile, "Deployment", str(target), ignore_unknown, where.ignored)
         pool = deployment(dwhere, dep)
         objects.append(f"Deployment {target} ({dfile})")
-        if obj["kind"] == "ScaledObject" and pool["workers"] < table["min"]:
-            pool["workers"] = table["min"]  # KEDA sets a target below minReplicaCount to it at its first loop
+        if obj["kind"] == "ScaledObject" and pool["workers"] == 0 and table["min"] >= 1:
+            pool["workers"] = table["min"]  # KEDA lifts a target at 0 replicas at its first loop (an HPA would not;
+            # above 0 the HPA itself raises the Deployment to minReplicas at its first sync, as simulated)
     elif any(d.get("kind") == "Deployment" and not _is_advisor(d) for _, d in docs):
         raise where.error("spec.scaleTargetRef.name", f"is {target!r}, and no Deployment given is named so")
     advisor = advisor_flags(docs, queues)
@@ -776,7 +779,7 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
 
 #: Trigger metadata keys that say what is read (qsim's), not where from.
 _READ_KEYS = {"prometheus": ("query", "threshold", "activationThreshold", "ignoreNullValues"),
-              "redis": ("listName", "listLength", "activationListLength")}
+              **{kind: ("listName", "listLength", "activationListLength") for kind in REDIS_TRIGGERS}}
 
 
 def _connection(obj: Mapping[str, Any]) -> dict[str, Any]:

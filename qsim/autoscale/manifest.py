@@ -363,11 +363,15 @@ def _cluster_notes(view: Mapping[str, Any]) -> list[str]:
 def _connected(trigger: dict[str, Any], connection: Mapping[str, Any] | None) -> dict[str, Any]:
     """``trigger`` with the server address, other connection metadata and ``authenticationRef`` of a read
     trigger of its type (what is read stays the emitted trigger's)."""
-    if not connection or connection.get("type") != trigger["type"]:
+    redis = ("redis", "redis-cluster", "redis-sentinel")  # (KEDA's list scalers: k8s_read.REDIS_TRIGGERS)
+    if not connection or not (connection.get("type") == trigger["type"]
+                              or (trigger["type"] == "redis" and connection.get("type") in redis)):
         return trigger
+    trigger = {**trigger, "type": connection["type"]}  # a cluster's or Sentinel's list is read there
     meta = dict(trigger["metadata"])
-    if trigger["type"] == "redis" and any(k in connection["metadata"] for k in ("address", "addresses", "host",
-                                                                                  "hosts", "addressFromEnv")):
+    if trigger["type"] in redis and any(k in connection["metadata"] for k in ("address", "addresses", "host",
+                                                                                "hosts", "addressFromEnv",
+                                                                                "addressesFromEnv", "hostsFromEnv")):
         meta.pop("addressFromEnv", None)  # the team's own address replaces the bundle's default
     meta.update({k: v for k, v in connection["metadata"].items() if k not in meta})
     meta.update({k: v for k, v in connection["metadata"].items() if k == "serverAddress"})

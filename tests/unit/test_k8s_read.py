@@ -737,3 +737,23 @@ def test_a_bundle_emitted_from_a_read_reaches_prometheus_as_the_read_trigger_did
     # and what it reads is still the simulated policy's
     back = apply_k8s(day(), "workers", read_objects([write(tmp_path, "b.yaml", text)], QUEUES))
     assert policy_table(back, "workers") == policy_table(s, "workers")
+
+
+def test_a_redis_cluster_trigger_reads_as_a_redis_one_and_is_emitted_back_as_itself(tmp_path: Path) -> None:
+    # Given KEDA's redis-cluster scaler on the same list (a cluster's addresses instead of one address)
+    cluster = SCALED_OBJECT.replace("    - type: redis\n", "    - type: redis-cluster\n").replace(
+        "        address: redis.default.svc:6379\n", "        addresses: redis-0.redis:6379, redis-1.redis:6379\n")
+    assert "redis-cluster" in cluster and "addresses" in cluster
+    plain = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT)], QUEUES)
+    read = read_objects([write(tmp_path, "b.yaml", cluster + "---\n" + DEPLOYMENT)], QUEUES)
+    # Then it is the same autoscaler (it was refused as a trigger qsim cannot read)
+    assert (read.autoscaler, read.pool, read.source) == (plain.autoscaler, plain.pool, plain.source)
+    # and a bundle emitted from it reads the cluster, not the single-server default
+    raw = day().to_dict()
+    raw["jobs"][0].pop("priority", None)
+    s = apply_k8s(Scenario.from_dict(raw), "workers", read)
+    text, _ = emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2", deployment=read.deployment,
+                   connection=read.connection, target="bullmq")
+    (trigger,) = [d for d in yaml.safe_load_all(text) if d][0]["spec"]["triggers"]
+    assert trigger["type"] == "redis-cluster" and trigger["metadata"]["addresses"].startswith("redis-0.redis")
+    assert "addressFromEnv" not in trigger["metadata"]

@@ -92,6 +92,8 @@ def policies(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
              sync=draw(st.integers(1, 60).map(float)))
     if kind == "hpa" and low == 0:
         t["keda"] = False  # an HPA scales to zero only by itself (minReplicas: 0): through KEDA is refused
+        for key in ("cooldown", "initial_cooldown", "activation"):  # KEDA's alone
+            t.pop(key)
     t["behavior"] = draw(st.booleans())
     for way in ("up", "down") if t["behavior"] else ():
         t[f"scale_{way}_stabilization"] = draw(st.integers(0, 3600).map(float))
