@@ -308,6 +308,10 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
         query = bullmq_query(view["metric"], queues, _selector(queues))
     else:
         query = metric_query(view["metric"], queues, view["window"])
+    if table["policy"] == "target-tracking":
+        head.append(f"# target-tracking has no KEDA/HPA twin: this is the HPA nearest to it (the backlog per worker "
+                    f"against {_number(view['target']).strip(chr(34))}, scale-in after its cooldown); read back with "
+                    "--k8s it is that hpa policy, simulate it before you deploy it.")
     head += _source_notes(scenario, pool, table, view, source, prefix)
     head += _cluster_notes(view)
     if kind == "keda" and low == 0 and not view["keda"]:

@@ -114,3 +114,12 @@ def test_the_cli_emits_a_file_that_parses(tmp_path: Path) -> None:
                   "--no-static", "--emit", "keda", str(out), "--json"]) == 0
     (so, deployment) = [d for d in yaml.safe_load_all(out.read_text()) if d]
     assert so["metadata"]["name"] == deployment["metadata"]["name"] == "orders-worker"
+
+
+def test_a_target_tracking_bundle_says_it_is_the_nearest_hpa_not_the_policy() -> None:
+    s = scenario(policy="target-tracking", acceptable_latency=10.0, min=1)
+    for kind in ("keda", "hpa"):
+        text = manifest(kind, s, "workers", policy_table(s, "workers"))
+        assert "target-tracking has no KEDA/HPA twin" in text and "read back with --k8s it is that hpa policy" in text
+    plain = manifest("keda", scenario(min=1, target=8), "workers", policy_table(scenario(min=1, target=8), "workers"))
+    assert "no KEDA/HPA twin" not in plain
