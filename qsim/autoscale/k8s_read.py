@@ -667,6 +667,34 @@ def _documents(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Mappi
     return docs
 
 
+def _external_name(hpa: Mapping[str, Any]) -> str:
+    metrics = (hpa.get("spec") or {}).get("metrics") or [{}]
+    return str(((metrics[0].get("external") or {}).get("metric") or {}).get("name", ""))
+
+
+def _adapter_window(docs: Sequence[tuple[str, Mapping[str, Any]]], name: str) -> float | None:
+    """The range (s) of the prometheus-adapter external rule that serves ``name``, from a ConfigMap among
+    ``docs`` (the rule ``--emit hpa`` writes beside the bundle); None: no such rule given."""
+    for file, d in docs:  # the rule file itself, or the adapter's ConfigMap holding it
+        configs: dict[str, Any] = {"externalRules": d} if "externalRules" in d else {}
+        if d.get("kind") == "ConfigMap" and isinstance(d.get("data"), Mapping):
+            for key, text in d["data"].items():
+                try:
+                    configs[f"data[{key}].externalRules"] = yaml.safe_load(str(text))
+                except yaml.YAMLError:
+                    continue
+        for key, config in configs.items():
+            rules = config.get("externalRules") if isinstance(config, Mapping) else None
+            for i, rule in enumerate(rules if isinstance(rules, list) else []):
+                named = rule.get("name") if isinstance(rule, Mapping) else None
+                if isinstance(named, Mapping) and named.get("as") == name:
+                    m = re.search(r"\[([0-9a-z]+)\]", str(rule.get("metricsQuery", "")))
+                    if m:
+                        where = _Where(file, str(d.get("kind", "prometheus-adapter")), _name(d), False)
+                        return duration(where, f"{key}[{i}].metricsQuery range", m.group(1))
+    return None
+
+
 def _is_advisor(doc: Mapping[str, Any]) -> bool:
     """Whether a Deployment runs ``qsim advise`` (a bundle's advisor: not a worker Deployment)."""
     pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -750,6 +778,10 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
         objects.append(f"Deployment {advisor['name']} (qsim advise)")
     if "grace" in pool:
         table["grace"] = pool["grace"]
+    if obj["kind"] == "HorizontalPodAutoscaler" and table.get("metric") == "p95_wait":
+        window = _adapter_window(docs, _external_name(obj))  # the range lives in prometheus-adapter's rule
+        if window is not None:
+            table["window"] = window
     metric = table.pop("metric", None)
     source = table.pop("source", "metrics")
     if metric == "recommended_workers" and advisor:  # the advisor Deployment exports it with no worker

@@ -757,3 +757,20 @@ def test_a_redis_cluster_trigger_reads_as_a_redis_one_and_is_emitted_back_as_its
     (trigger,) = [d for d in yaml.safe_load_all(text) if d][0]["spec"]["triggers"]
     assert trigger["type"] == "redis-cluster" and trigger["metadata"]["addresses"].startswith("redis-0.redis")
     assert "addressFromEnv" not in trigger["metadata"]
+
+
+def test_an_hpa_on_the_p95_wait_reads_its_window_from_the_adapter_rule_beside_it(tmp_path: Path) -> None:
+    # Given an hpa policy on the p95 wait over 300 s, emitted as an HPA and prometheus-adapter's rule
+    raw = day().to_dict()
+    raw["autoscalers"] = [{"pool": "workers", "policy": "hpa", "metric": "p95_wait", "target": 3.0, "window": 300.0,
+                           "min": 1, "max": 8}]
+    s = Scenario.from_dict(raw)
+    text, rule = emit("hpa", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2")
+    assert rule is not None and "[300s]" in rule
+    # When the bundle is read back with the rule (the window lives in the rule's query, not in the HPA)
+    both = read_objects([write(tmp_path, "b.yaml", text), write(tmp_path, "rule.yaml", rule)], QUEUES)
+    alone = read_objects([write(tmp_path, "c.yaml", text)], QUEUES)
+    # Then the window is the rule's (it read as 60 s); without the rule it stays the default
+    assert both.autoscaler["window"] == 300.0 and alone.autoscaler.get("window", 60.0) == 60.0
+    back = policy_table(apply_k8s(s, "workers", both), "workers")
+    assert {k: back[k] for k in ("metric", "target", "window")} == {"metric": "p95_wait", "target": 3.0, "window": 300.0}
