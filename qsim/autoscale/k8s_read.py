@@ -78,7 +78,7 @@ import yaml
 from qsim.autoscale.k8s_cron import cron_floors
 from qsim.autoscale.k8s_deployment import qsim_args
 from qsim.autoscale.k8s_ranges import PERIOD, STABILIZATION
-from qsim.autoscale.metric_source import every_job_in_the_list
+from qsim.autoscale.metric_source import REDIS_TRIGGERS, every_job_in_the_list
 from qsim.errors import ScenarioError
 from qsim.spec.scenario import Scenario
 from qsim.spec.autoscaler import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, DEFAULT_SYNC, FALLBACK_BEHAVIORS, SLO_SHAPE, \
@@ -97,8 +97,6 @@ BULLMQ_EXPORTED = {"list_length": "qsim_bullmq_jobs", "oldest_age": "qsim_bullmq
 HPA_SYNC_PERIOD = DEFAULT_SYNC
 _KEDA = "keda.sh/v1alpha1"
 _HPA = "autoscaling/v2"
-#: KEDA's Redis list scalers: the same listName/listLength, a single server, a cluster or a Sentinel set.
-REDIS_TRIGGERS = ("redis", "redis-cluster", "redis-sentinel")
 #: HPA API versions with v2's schema (v2beta2 is v2 before it was GA; behavior came with it).
 _HPA_VERSIONS = (_HPA, "autoscaling/v2beta2")
 _RANGES = {"stabilizationWindowSeconds": STABILIZATION, "periodSeconds": PERIOD}

@@ -68,7 +68,7 @@ from typing import Any
 import yaml
 
 from qsim.autoscale.k8s_ranges import check_api_ranges
-from qsim.autoscale.metric_source import BULLMQ_PREFIX, bullmq_query, metric_source, redis_list
+from qsim.autoscale.metric_source import BULLMQ_PREFIX, REDIS_TRIGGERS, bullmq_query, metric_source, redis_list
 from qsim.autoscale.predictive import daily_floors, predictive_floors
 from qsim.errors import ScenarioError
 from qsim.spec.autoscaler import DEFAULT_SYNC, FLOOR_POLICIES, AutoscalerSpec, clock_minutes
@@ -367,13 +367,12 @@ def _cluster_notes(view: Mapping[str, Any]) -> list[str]:
 def _connected(trigger: dict[str, Any], connection: Mapping[str, Any] | None) -> dict[str, Any]:
     """``trigger`` with the server address, other connection metadata and ``authenticationRef`` of a read
     trigger of its type (what is read stays the emitted trigger's)."""
-    redis = ("redis", "redis-cluster", "redis-sentinel")  # (KEDA's list scalers: k8s_read.REDIS_TRIGGERS)
     if not connection or not (connection.get("type") == trigger["type"]
-                              or (trigger["type"] == "redis" and connection.get("type") in redis)):
+                              or (trigger["type"] == "redis" and connection.get("type") in REDIS_TRIGGERS)):
         return trigger
     trigger = {**trigger, "type": connection["type"]}  # a cluster's or Sentinel's list is read there
     meta = dict(trigger["metadata"])
-    if trigger["type"] in redis and any(k in connection["metadata"] for k in ("address", "addresses", "host",
+    if trigger["type"] in REDIS_TRIGGERS and any(k in connection["metadata"] for k in ("address", "addresses", "host",
                                                                                 "hosts", "addressFromEnv",
                                                                                 "addressesFromEnv", "hostsFromEnv")):
         meta.pop("addressFromEnv", None)  # the team's own address replaces the bundle's default

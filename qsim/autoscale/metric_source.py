@@ -36,12 +36,14 @@ from collections.abc import Mapping
 from qsim.errors import ScenarioError
 from qsim.spec.scenario import Scenario
 
-__all__ = ["BULLMQ_PREFIX", "TARGETS", "metric_source", "source", "check_nulls", "every_job_in_the_list",
-           "bullmq_query", "redis_list"]
+__all__ = ["BULLMQ_PREFIX", "REDIS_TRIGGERS", "TARGETS", "metric_source", "source", "check_nulls",
+           "every_job_in_the_list", "bullmq_query", "redis_list"]
 
 TARGETS = ("qsim", "bullmq")
 #: BullMQ's default key prefix (qsim.bullmq's DEFAULT_PREFIX, a layer above; a test keeps them equal).
 BULLMQ_PREFIX = "bull"
+#: KEDA's Redis list scalers: the same listName/listLength, on one server, a cluster or a Sentinel set.
+REDIS_TRIGGERS = ("redis", "redis-cluster", "redis-sentinel")
 #: The qsim_bullmq_jobs states each metric adds up.
 _BULLMQ_STATES = {"list_length": "waiting", "in_flight": "waiting|active"}
 
