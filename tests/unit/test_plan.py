@@ -59,6 +59,20 @@ def test_with_params_refuses_bad_paths_and_values(params: dict[str, Any], messag
         with_params(mmc(), params)
 
 
+def test_a_varied_scenario_whose_distribution_came_from_a_file_is_checked_without_reading_it(tmp_path: Path) -> None:
+    # Given a scenario whose service times were read from a CSV that is gone since (qsim advise builds one in memory)
+    csv = tmp_path / "times.csv"
+    csv.write_text("0.5\n1.0\n1.5\n")
+    raw = mmc().to_dict()
+    raw["jobs"][0]["service"] = {"kind": "empirical", "path": str(csv)}
+    s = Scenario.from_dict(raw)
+    csv.unlink()
+    # Then a varied value is still held to the scenario's rules, and a good one is set (it said "cannot be read")
+    assert with_params(s, {"pools.p.workers": 3}).pool("p").workers == 3
+    with pytest.raises(ScenarioError, match=re.escape("jobs[0].arrival.rate must be > 0, got 0")):
+        with_params(s, {"jobs.a.arrival.rate": 0})
+
+
 def test_parse_values_forms() -> None:
     assert parse_values("1:4") == [1, 2, 3, 4]
     assert parse_values("2:10:4") == [2, 6, 10]

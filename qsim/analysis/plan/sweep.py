@@ -106,12 +106,29 @@ def _check_values(scenario: Scenario, params: Mapping[str, Any]) -> None:
 
 def _check_rules(scenario: Scenario, params: Mapping[str, Any]) -> None:
     """Hold the varied scenario to every rule its TOML is held to (``rate > 0``, ``fail_prob <= 1``,
-    ``warmup < duration``, ...): it is written out and read back as a file would be (a fraction of a ms)."""
+    ``warmup < duration``, ...): it is written out and read back as a file would be (a fraction of a ms), its
+    file-backed distributions as stand-ins (:func:`_without_files`)."""
     try:
-        Scenario.from_dict(scenario.to_dict())  # (no source: paths stay as stored, relative to this folder)
+        Scenario.from_dict(_without_files(scenario.to_dict()))
     except ScenarioError as e:
         shown = " ".join(f"{path}={value!r}" for path, value in params.items())
         raise ScenarioError(f"--vary {shown}: {str(e).removeprefix('scenario: ')}") from None
+
+
+#: Stand-ins for the distributions whose values a file holds: the rules are checked without reading it again (a
+#: scenario built in memory, as ``qsim advise`` builds one, names a file that need not exist).
+_READ_FROM_FILES = {"empirical": {"kind": "constant", "mean": 1.0}, "trace": {"kind": "poisson", "rate": 1.0}}
+
+
+def _without_files(x: Any) -> Any:
+    """``x`` (a scenario's dict) with each file-backed distribution replaced by a stand-in of its role."""
+    if isinstance(x, dict):
+        if x.get("kind") in _READ_FROM_FILES and "path" in x:
+            return dict(_READ_FROM_FILES[x["kind"]])
+        return {k: _without_files(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_without_files(v) for v in x]
+    return x
 
 
 def _number(x: float) -> float | int:
