@@ -376,8 +376,7 @@ def _connected(trigger: dict[str, Any], connection: Mapping[str, Any] | None) ->
                                                                                 "hosts", "addressFromEnv",
                                                                                 "addressesFromEnv", "hostsFromEnv")):
         meta.pop("addressFromEnv", None)  # the team's own address replaces the bundle's default
-    meta.update({k: v for k, v in connection["metadata"].items() if k not in meta})
-    meta.update({k: v for k, v in connection["metadata"].items() if k == "serverAddress"})
+    meta.update({k: v for k, v in connection["metadata"].items() if k not in meta or k == "serverAddress"})
     out = {**trigger, "metadata": meta}
     if connection.get("authenticationRef"):
         out["authenticationRef"] = dict(connection["authenticationRef"])
