@@ -67,7 +67,8 @@ def emit(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, 
         if namespace:
             doc["metadata"]["namespace"] = str(namespace)
     text, rule = adapter_rule(manifest(kind, scenario, pool, table, note=note, target=target, prefix=prefix,
-                                       namespace=str(namespace) if namespace else None, connection=connection))
+                                       namespace=str(namespace) if namespace else None, connection=connection,
+                                       name=str(deployment["metadata"]["name"]) if deployment else None))
     if worker is None:
         text = (f"# No worker Deployment: give yours with --k8s to have its terminationGracePeriodSeconds set for "
                 f"the simulated grace ({grace:g} s).\n") + text

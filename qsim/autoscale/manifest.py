@@ -271,12 +271,12 @@ def _scaled_object(name: str, low: int, high: int, table: Mapping[str, Any], vie
 
 def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any], *, note: str = "",
              target: str = "qsim", prefix: str = BULLMQ_PREFIX, namespace: str | None = None,
-             connection: Mapping[str, Any] | None = None) -> str:
+             connection: Mapping[str, Any] | None = None, name: str | None = None) -> str:
     """The ``kind`` (keda | hpa) manifest of the autoscaler ``table`` (its TOML keys) for ``pool``, reading
     its metric where :func:`qsim.autoscale.metric_source.metric_source` says for a ``target`` (qsim | bullmq)
     queue under the key ``prefix`` (BullMQ's); in ``namespace`` (its Deployment's: None, none written); a
     trigger of the type of ``connection`` (:attr:`qsim.autoscale.k8s_read.K8sRead.connection`) reaches its
-    server as that one did."""
+    server as that one did; ``name``: the worker Deployment's, when one was read (None: :func:`deployment_name`)."""
     if kind not in EMIT_KINDS:
         raise ScenarioError(f"--emit must be keda or hpa, got {kind!r}")
     check_api_ranges(kind, {"pool": pool, **table})
@@ -290,7 +290,8 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
                             "HPA cannot (its minReplicas is at least 1 without the HPAScaleToZero gate): emit keda, "
                             "or set keda = false (a plain HPA at minReplicas 0) or min = 1")
     view = _hpa_view(scenario, pool, table)
-    name = deployment_name(scenario, pool)
+    read = name is not None
+    name = name or deployment_name(scenario, pool)
     queues = tuple(scenario.pool(pool).queues)
     low, high = int(table["min"]), int(table["max"])
     head = [f"# {line}" for line in note.splitlines()] if note else []
@@ -312,7 +313,7 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
         head.append(f"# target-tracking has no KEDA/HPA twin: this is the HPA nearest to it (the backlog per worker "
                     f"against {_number(view['target']).strip(chr(34))}, scale-in after its cooldown); read back with "
                     "--k8s it is that hpa policy, simulate it before you deploy it.")
-    head += _source_notes(scenario, pool, table, view, source, prefix)
+    head += _source_notes(scenario, pool, table, view, source, prefix, name if read else None, connection)
     head += _cluster_notes(view)
     if kind == "keda" and low == 0 and not view["keda"]:
         raise ScenarioError("--emit keda: keda = false with min = 0 is a plain HPA scaling to zero, which a "
@@ -325,12 +326,15 @@ def manifest(kind: str, scenario: Scenario, pool: str, table: Mapping[str, Any],
 
 
 def _source_notes(scenario: Scenario, pool: str, table: Mapping[str, Any], view: Mapping[str, Any], source: str,
-                  prefix: str) -> list[str]:
-    """The header's lines on what is scaled and where its metric is read (``source``: workers | advisor | redis)."""
-    name, queues = deployment_name(scenario, pool), tuple(scenario.pool(pool).queues)
+                  prefix: str, read: str | None = None, connection: Mapping[str, Any] | None = None) -> list[str]:
+    """The header's lines on what is scaled and where its metric is read (``source``: workers | advisor | redis;
+    ``read``: the name of the Deployment read with ``--k8s``, None: deploy/kubernetes' worker; ``connection``: the
+    read trigger's, whose address a ``redis`` trigger keeps)."""
+    name, queues = read or deployment_name(scenario, pool), tuple(scenario.pool(pool).queues)
     scaled = f"{view['metric']} ({view['type']}, target {view['target']:g})"
     if source == "workers":
-        out = [f"# The worker Deployment {name} (deploy/kubernetes/worker.yaml) scaled on {scaled}; its "
+        origin = "" if read else " (deploy/kubernetes/worker.yaml)"
+        out = [f"# The worker Deployment {name}{origin} scaled on {scaled}; its "
                f"metrics are scraped on port {METRICS_PORT}."]
         if table.get("metric_from", "queue") != "workers":
             out.append("# Only ready workers export it: with none ready it reads nothing, while the simulation "
@@ -344,9 +348,21 @@ def _source_notes(scenario: Scenario, pool: str, table: Mapping[str, Any], view:
         return [f"# The worker Deployment {name} scaled on {scaled}, read from the advisor Deployment "
                 f"{advisor_name(scenario, pool)} (qsim advise --watch, in this file), which runs with no "
                 "worker running."]
+    where = ("the address and authentication of the trigger read with --k8s" if _keeps_address(connection)
+             else "the address in the worker container's REDIS_ADDRESS, host:port")
     return [f"# The worker Deployment {name} scaled on {scaled}: the length of BullMQ's wait list "
-            f"{redis_list(queues[0], prefix)}, read by KEDA from Redis (the address in the worker "
-            "container's REDIS_ADDRESS, host:port)."]
+            f"{redis_list(queues[0], prefix)}, read by KEDA from Redis ({where})."]
+
+
+#: The metadata keys by which KEDA's Redis list scalers find their server.
+_ADDRESS_KEYS = ("address", "addresses", "host", "hosts", "addressFromEnv", "addressesFromEnv", "hostsFromEnv")
+
+
+def _keeps_address(connection: Mapping[str, Any] | None) -> bool:
+    """The read trigger (``connection``) is a Redis list scaler naming its own server: the emitted one keeps it."""
+    if not connection or connection.get("type") not in REDIS_TRIGGERS:
+        return False
+    return any(k in connection["metadata"] for k in _ADDRESS_KEYS)
 
 
 def _cluster_notes(view: Mapping[str, Any]) -> list[str]:
@@ -372,9 +388,7 @@ def _connected(trigger: dict[str, Any], connection: Mapping[str, Any] | None) ->
         return trigger
     trigger = {**trigger, "type": connection["type"]}  # a cluster's or Sentinel's list is read there
     meta = dict(trigger["metadata"])
-    if trigger["type"] in REDIS_TRIGGERS and any(k in connection["metadata"] for k in ("address", "addresses", "host",
-                                                                                "hosts", "addressFromEnv",
-                                                                                "addressesFromEnv", "hostsFromEnv")):
+    if trigger["type"] in REDIS_TRIGGERS and _keeps_address(connection):
         meta.pop("addressFromEnv", None)  # the team's own address replaces the bundle's default
     meta.update({k: v for k, v in connection["metadata"].items() if k not in meta or k == "serverAddress"})
     out = {**trigger, "metadata": meta}

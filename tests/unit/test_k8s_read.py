@@ -745,9 +745,12 @@ def test_a_redis_cluster_trigger_reads_as_a_redis_one_and_is_emitted_back_as_its
         "        address: redis.default.svc:6379\n", "        addresses: redis-0.redis:6379, redis-1.redis:6379\n")
     assert "redis-cluster" in cluster and "addresses" in cluster
     plain = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT)], QUEUES)
-    read = read_objects([write(tmp_path, "b.yaml", cluster + "---\n" + DEPLOYMENT)], QUEUES)
+    # (the team's Deployment has a name of its own)
+    renamed = (cluster + "---\n" + DEPLOYMENT).replace("orders-worker", "mailer")
+    read = read_objects([write(tmp_path, "b.yaml", renamed)], QUEUES)
     # Then it is the same autoscaler (it was refused as a trigger qsim cannot read)
     assert (read.autoscaler, read.pool, read.source) == (plain.autoscaler, plain.pool, plain.source)
+    assert read.deployment["metadata"]["name"] == "mailer"
     # and a bundle emitted from it reads the cluster, not the single-server default
     raw = day().to_dict()
     raw["jobs"][0].pop("priority", None)
@@ -757,6 +760,10 @@ def test_a_redis_cluster_trigger_reads_as_a_redis_one_and_is_emitted_back_as_its
     (trigger,) = [d for d in yaml.safe_load_all(text) if d][0]["spec"]["triggers"]
     assert trigger["type"] == "redis-cluster" and trigger["metadata"]["addresses"].startswith("redis-0.redis")
     assert "addressFromEnv" not in trigger["metadata"]
+    # and its header names the Deployment read and where the list is read (not the default's name and address)
+    header = [line for line in text.splitlines() if line.startswith("# The worker Deployment")]
+    assert header and f"Deployment {read.deployment['metadata']['name']} scaled" in header[0]
+    assert "trigger read with --k8s" in header[0] and "REDIS_ADDRESS" not in header[0]
 
 
 def test_an_hpa_on_the_p95_wait_reads_its_window_from_the_adapter_rule_beside_it(tmp_path: Path) -> None:
