@@ -40,7 +40,7 @@ __all__ = ["read_arrival_trace", "replay_arrivals"]
 
 def _rows(path: Path) -> Iterable[Mapping[str, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ScenarioError(f"--arrivals trace {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -282,7 +282,7 @@ class Scenario:
         """Load and validate a scenario file."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except OSError as e:
             raise ScenarioError(f"{path}: cannot read scenario file: {e.strerror or e}") from e
         except UnicodeDecodeError as e:
@@ -704,7 +704,7 @@ def _path(t: _Table) -> Path:
 def _read_column(path: Path, t: _Table, key: str) -> tuple[float, ...]:
     """Numbers from the first column of a CSV file (a non-numeric header row is skipped)."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             rows = [row for row in csv.reader(f) if row and row[0].strip()]
     except OSError as e:
         raise t.where.error(t.key(key), f"cannot be read: {path}: {e.strerror or e}") from e

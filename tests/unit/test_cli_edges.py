@@ -15,6 +15,7 @@ from qsim.cli import main
 from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, exit_code
 from qsim.errors import CalibrationError, HarnessError, RedisUnavailable, ScenarioError, UsageError
 from qsim.results.outpath import make_out_dir, out_dir, out_file
+from qsim.spec.scenario import Scenario
 
 CLOSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection refused at once
 CSV = "type,enqueued,started,finished\n" + "".join(f"a,{i},{i + 0.1},{i + 0.3}\n" for i in range(40))
@@ -476,3 +477,21 @@ def test_an_autoscalers_slo_with_an_unknown_metric_is_named_by_its_key(tmp_path:
     # the file and the key, not a --slo option simulate does not have
     assert code == EXIT_BAD_INPUT
     assert f"{scenario}: autoscalers[0].slo 'banana<=2': unknown metric 'banana'" in err and "--slo" not in err
+
+
+def test_a_byte_order_mark_is_read_as_the_start_of_utf8_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a scenario saved with a UTF-8 byte order mark (Windows editors write one), reading a CSV exported
+    # with one too, whose first row is a number (Excel's "CSV UTF-8")
+    times = tmp_path / "times.csv"
+    times.write_bytes(b"\xef\xbb\xbf0.25\n0.25\n0.25\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_bytes(b"\xef\xbb\xbf" + BASE_TOML.replace('kind = "exponential", mean = 0.2',
+                                                            'kind = "empirical", path = "times.csv"').encode())
+    # When it is loaded
+    s = Scenario.from_toml(scenario)
+    # Then the mark is not content: the file is valid TOML (it was "not valid TOML ... line 1") and the CSV's
+    # first value is kept, not skipped as a header row
+    (job,) = s.jobs
+    assert job.service.values == (0.25, 0.25, 0.25)
+    code, _, err = cli(capsys, "simulate", str(scenario), "--json")
+    assert code == 0, err

@@ -201,7 +201,7 @@ def load_tolerances(path: str | Path, summary: Mapping[str, Any] | Iterable[str]
     """
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as e:
         raise ToleranceError(f"{path}: cannot read the tolerance file: {e.strerror or e}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
