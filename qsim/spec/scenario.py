@@ -1004,6 +1004,10 @@ def _check_references(s: Scenario, where: _Where) -> None:
         for q in p.queues:
             if q not in queues:
                 raise _unknown(where, f"pools[{i}].queues", "queue", q, queues)
+        twice = sorted({q for q in p.queues if p.queues.count(q) > 1})
+        if twice:
+            raise where.error(f"pools[{i}].queues", f"lists {', '.join(map(repr, twice))} more than once (a worker "
+                                                    "serves each queue once; weights set their shares)")
         for q, w in p.weights.items():
             if q not in p.queues:
                 raise where.error(f"pools[{i}].weights.{q}", f"is not one of the pool's queues ({', '.join(p.queues)})")

@@ -219,6 +219,7 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("jobs.0.flow", {"children": ["a"], "on_child_failure": "retry"},
          "jobs[0].flow.on_child_failure must be one of fail, ignore, got 'retry'"),
         ("pools.0.queues", [], "pools[0].queues must list at least one queue"),
+        ("pools.0.queues", ["q", "q"], "pools[0].queues lists 'q' more than once"),
         ("pools.0.queues", ["x"], "pools[0].queues names no queue: 'x'"),
         ("pools.0.policy", "fifo", "pools[0].policy must be one of priority, wrr, ordered, got 'fifo'"),
         ("pools.0.weights", {"zz": 1}, "pools[0].weights.zz is not one of the pool's queues (q)"),
