@@ -298,6 +298,14 @@ class _Reactive(_Behaviour, _Trigger):
     def check(self) -> tuple[str, str] | None:
         if self.target is not None and self.metric == "recommended_workers" and not self.slo:
             return "slo", "is required for metric recommended_workers (the advisor's SLO)"
+        if self.slo and (self.target is None or self.metric != "recommended_workers"):
+            return "slo", (f"is the advisor's SLO, read only by a trigger on metric recommended_workers (this one "
+                           f"{'has no trigger' if self.target is None else f'scales on {self.metric}'}); leave it "
+                           f"out, or use policy \"qsim\", got {self.slo!r}")
+        if self.p95_buckets and (self.target is None or self.metric != "p95_wait"):
+            return "p95_buckets", (f"reads the p95 wait from the histogram's buckets, so it needs metric p95_wait "
+                                   f"(this one {'has no trigger' if self.target is None else f'scales on {self.metric}'})"
+                                   ", got true")
         return super().check()
 
 

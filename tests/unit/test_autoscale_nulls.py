@@ -215,10 +215,19 @@ def test_ignoring_nulls_reads_zero_and_the_queue_never_reads_null() -> None:
     ({"min": 0, "keda": False, "metric_from": "workers"}, "ignore_null must be false with keda = false"),
     ({"min": 0, "keda": False, "fallback_replicas": 2}, "fallback_replicas needs keda = true"),
     ({"metric_from": "sidecar"}, "metric_from must be one of"),
+    # keys that only one trigger reads, given to another (they were accepted and did nothing)
+    ({"slo": "p95_wait<=2"}, "slo is the advisor's SLO, read only by a trigger on metric recommended_workers "
+                             r"\(this one scales on list_length\)"),
+    ({"policy": "schedule", "target": None, "floors": [{"start": "08:00", "end": "18:00", "replicas": 2}],
+      "slo": "p95_wait<=2"}, "slo is the advisor's SLO.*has no trigger"),
+    ({"p95_buckets": True}, "p95_buckets reads the p95 wait from the histogram's buckets, so it needs metric "
+                            "p95_wait"),
 ])
 def test_the_series_keys_are_checked(table: dict[str, Any], message: str) -> None:
     raw = day().to_dict()
     raw["autoscalers"][0].update(table)
+    for key in [k for k, v in table.items() if v is None]:
+        del raw["autoscalers"][0][key]
     with pytest.raises(ScenarioError, match=message):
         Scenario.from_dict(raw)
 
