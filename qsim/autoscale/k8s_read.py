@@ -84,7 +84,7 @@ from qsim.spec.scenario import Scenario
 from qsim.spec.autoscaler import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, DEFAULT_SYNC, FALLBACK_BEHAVIORS, SLO_SHAPE, \
     ScalePolicySpec
 
-__all__ = ["K8sRead", "read_objects", "apply_k8s", "duration", "EXPORTED", "HPA_SYNC_PERIOD"]
+__all__ = ["K8sRead", "read_objects", "apply_k8s", "duration", "EXPORTED", "HPA_SYNC_PERIOD", "in_object_terms"]
 
 #: The Prometheus series qsim exports, by the metric an autoscaler reads (an HPA's External metric name).
 EXPORTED = {"list_length": "qsim_queue_jobs", "oldest_age": "qsim_queue_oldest_waiting_age_seconds",
@@ -853,3 +853,30 @@ def apply_k8s(scenario: Scenario, pool: str, read: K8sRead) -> Scenario:
     if "prefetch" in read.pool:
         raw.setdefault("engine", {})["prefetch"] = read.pool["prefetch"]
     return Scenario.from_dict(raw, source=scenario.source)
+
+
+#: The object fields behind the scenario keys a message may name (the table of the module docstring, reversed).
+_OBJECT_FIELDS = {
+    "min": "minReplicaCount (ScaledObject) or minReplicas (HPA)",
+    "max": "maxReplicaCount (ScaledObject) or maxReplicas (HPA)",
+    "keda": "a ScaledObject (true) or a plain HPA (false)",
+    "poll": "pollingInterval", "cooldown": "cooldownPeriod", "initial_cooldown": "initialCooldownPeriod",
+    "activation": "the trigger's activationThreshold (activationListLength)",
+    "target": "the trigger's threshold (listLength) or the HPA metric's target",
+    "metric_from": "the trigger's series: \"workers\" is one only ready workers export (qsim_queue_*), "
+                   "\"queue\" a Redis list or the qsim advise Deployment's series",
+    "ignore_null": "the prometheus trigger's ignoreNullValues",
+    "fallback_replicas": "the ScaledObject's fallback.replicas",
+    "grace": "the Deployment's terminationGracePeriodSeconds (minus a preStop sleep)",
+    "behavior": "the behavior of the HPA (or of the ScaledObject's advanced.horizontalPodAutoscalerConfig)",
+}
+
+
+def in_object_terms(message: str, read: K8sRead) -> str:
+    """``message`` (naming scenario keys) followed by the object fields those keys were read from, for an
+    autoscaler the user gave as Kubernetes objects (``read``) rather than as a scenario table."""
+    named = [k for k in _OBJECT_FIELDS if re.search(rf"(?<![\w.]){k}\s*(=|must|needs|is\b)", message)]
+    if not named:
+        return message
+    fields = "; ".join(f"{k} is {_OBJECT_FIELDS[k]}" for k in named)
+    return f"{message} (the autoscaler was read from {', '.join(read.objects)}: {fields})"

@@ -86,6 +86,7 @@ def cmd_autoscale(args: argparse.Namespace) -> int:
     from qsim.analysis.autoscaling.contest import autoscale
     from qsim.analysis.plan.runner import connect_dask
     from qsim.analysis.slo.language import parse_slo
+    from qsim.autoscale.k8s_read import in_object_terms
 
     if args.prefix is not None and args.target != "bullmq":
         raise ScenarioError("--prefix goes with --target bullmq (BullMQ's key prefix)")
@@ -103,7 +104,12 @@ def cmd_autoscale(args: argparse.Namespace) -> int:
     _check_emit_files(args)
     vary = _vary(args)
     if args.emit:
-        _check_emit(args, scenario, slo, vary)
+        try:
+            _check_emit(args, scenario, slo, vary)
+        except ScenarioError as e:
+            if read is None:
+                raise
+            raise ScenarioError(in_object_terms(str(e), read)) from None
     client = None
     if args.dask:
         try:

@@ -22,7 +22,7 @@ from qsim.autoscale.manifest import _EXTERNAL, manifest
 from qsim.analysis.autoscaling.contest import policy_table
 from qsim.autoscale.emit import emit
 from qsim.autoscale.k8s_deployment import bundle, worker_deployment
-from qsim.autoscale.k8s_read import EXPORTED, K8sRead, apply_k8s, read_objects
+from qsim.autoscale.k8s_read import EXPORTED, K8sRead, apply_k8s, in_object_terms, read_objects
 
 KUBE = ROOT / "deploy" / "kubernetes"
 QUEUES = ("orders",)
@@ -324,6 +324,30 @@ def test_cli_simulates_a_hand_written_scaled_object(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.yaml", edited(SCALED_OBJECT, "spec.triggers.0.type", "cpu"))
     run = subprocess.run(cmd[:6] + [bad, dep] + cmd[8:], capture_output=True, text=True)
     assert run.returncode == 2 and "spec.triggers[0].type is 'cpu'" in run.stderr and run.stdout == ""
+
+
+def test_an_emit_refused_after_a_read_names_the_object_fields_behind_the_keys(tmp_path: Path) -> None:
+    # Given a team's ScaledObject at minReplicaCount 0 on a series only its workers export
+    toml = tmp_path / "day.toml"
+    qsim.save(day(), toml)
+    workers_series = {"type": "prometheus", "metadata": {
+        "serverAddress": "http://prometheus:9090", "query": 'max(qsim_queue_jobs{queue="orders",state="waiting"})',
+        "threshold": "4"}}
+    so = write(tmp_path, "so.yaml", edited(edited(SCALED_OBJECT, "spec.minReplicaCount", 0), "spec.triggers.0",
+                                           workers_series))
+    dep = write(tmp_path, "deploy.yaml", DEPLOYMENT)
+    # When it is emitted as it is (nothing would wake the pool from zero)
+    run = subprocess.run([sys.executable, "-m", "qsim", "autoscale", str(toml), "--k8s", so, dep, "--slo",
+                          "p95_wait<=2", "--emit", "keda", str(tmp_path / "out.yaml")], capture_output=True, text=True)
+    # Then the refusal, in one line, also says which field of the objects its scenario key is (the user wrote
+    # no scenario key: "min >= 1" alone named a key of a table they never saw)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "min >= 1" in run.stderr and "read from ScaledObject orders-worker (" in run.stderr
+    assert "min is minReplicaCount (ScaledObject) or minReplicas (HPA)" in run.stderr
+    assert not (tmp_path / "out.yaml").exists()
+    # and a message naming no key is left as it was
+    read = read_objects([so, dep], QUEUES)
+    assert in_object_terms("nothing to translate in minutes", read) == "nothing to translate in minutes"
 
 
 # ------------------------------------------------------------------ the round trip
