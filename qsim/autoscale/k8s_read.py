@@ -297,6 +297,21 @@ def _queue_named(where: _Where, path: str, name: str, queues: Sequence[str]) -> 
                                 f"{', '.join(queues)})")
 
 
+def _queue_expressions(where: _Where, path: str, value: Any, queues: Sequence[str]) -> None:
+    """A selector's ``matchExpressions`` on the ``queue`` label: ``In`` queues the pool serves (as ``matchLabels``
+    would name one); any other operator on it selects series qsim cannot tell apart, and is not honoured."""
+    for i, e in enumerate(_listing(where, path, value)):
+        e = _mapping(where, f"{path}[{i}]", e)
+        if e.get("key") != "queue":
+            continue
+        if e.get("operator") != "In":
+            where.unhonoured(f"{path}[{i}].operator", f"is {e.get('operator')!r} on the queue label (qsim reads "
+                                                      "the queues a selector names: matchLabels, or operator In)")
+            continue
+        for j, name in enumerate(_listing(where, f"{path}[{i}].values", e.get("values"))):
+            _queue_named(where, f"{path}[{i}].values[{j}]", str(name), queues)
+
+
 #: Aggregations that, applied straight to a gauge every worker exports, do not read the queue's value once.
 _SPREADING = re.compile(r"\b(sum|avg|count|min|quantile|stddev|stdvar|topk|bottomk)\s*(?:(?:by|without)\s*\([^)]*\)"
                         r"\s*)?\(\s*(?:[0-9.]+\s*,\s*)?(qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds)\b")
@@ -421,6 +436,8 @@ def external_metric(where: _Where, path: str, value: Any, queues: Sequence[str])
     labels = _mapping(where, f"{path}.external.metric.selector.matchLabels", selector.get("matchLabels"))
     if "queue" in labels:
         _queue_named(where, f"{path}.external.metric.selector.matchLabels.queue", str(labels["queue"]), queues)
+    _queue_expressions(where, f"{path}.external.metric.selector.matchExpressions", selector.get("matchExpressions"),
+                       queues)
     target = _mapping(where, f"{path}.external.target", ext.get("target"))
     kind = target.get("type")
     if kind not in ("AverageValue", "Value"):

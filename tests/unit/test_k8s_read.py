@@ -303,6 +303,25 @@ def test_ignore_unknown_lists_what_is_not_honoured(tmp_path: Path) -> None:
     assert len(read.ignored) == 1 and "spec.triggers[1] is a second metric" in read.ignored[0]
 
 
+def test_an_hpa_selector_names_its_queue_by_expressions_too(tmp_path: Path) -> None:
+    sel = "spec.metrics.0.external.metric.selector"
+    by_labels = read_objects([write(tmp_path, "a.yaml", HPA)], QUEUES)
+    # Given the same selector written with matchExpressions (operator In)
+    same = edited(HPA, sel, {"matchLabels": {"state": "waiting"},
+                             "matchExpressions": [{"key": "queue", "operator": "In", "values": ["orders"]}]})
+    assert read_objects([write(tmp_path, "b.yaml", same)], QUEUES).autoscaler == by_labels.autoscaler
+    # When it names a queue the pool does not serve, Then that is an error naming the value (it was not read)
+    other = edited(HPA, sel, {"matchExpressions": [{"key": "queue", "operator": "In", "values": ["invoices"]}]})
+    with pytest.raises(ScenarioError, match=r"matchExpressions\[0\]\.values\[0\] names queue 'invoices'"):
+        read_objects([write(tmp_path, "c.yaml", other)], QUEUES)
+    # and an operator that selects series qsim cannot tell apart is named, or ignored with --ignore-unknown
+    notin = edited(HPA, sel, {"matchExpressions": [{"key": "queue", "operator": "NotIn", "values": ["invoices"]}]})
+    with pytest.raises(ScenarioError, match=r"matchExpressions\[0\]\.operator is 'NotIn' on the queue label"):
+        read_objects([write(tmp_path, "d.yaml", notin)], QUEUES)
+    read = read_objects([write(tmp_path, "d.yaml", notin)], QUEUES, ignore_unknown=True)
+    assert len(read.ignored) == 1 and "NotIn" in read.ignored[0]
+
+
 # ------------------------------------------------------------------ the command
 
 
