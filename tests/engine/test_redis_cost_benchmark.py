@@ -7,29 +7,14 @@ less CPU than one added by a call of its own, and the drain after it is the same
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
+from benchmark_module import load_benchmark
 
 pytestmark = pytest.mark.redis
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("qsim_bench_redis_cost", ROOT / "benchmarks" / "redis_cost.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def test_a_job_added_in_a_batch_costs_redis_less_than_one_added_alone(redis_url: str) -> None:
-    bench = _benchmark()
+    bench = load_benchmark("redis_cost")
     # Given 600 no-op jobs added one call each, then 600 added in one add_bulk call, each drained by a worker
     one = bench.qsim_run(redis_url, 600, 5)
     bulk = bench.qsim_run(redis_url, 600, 5, bulk=True)
