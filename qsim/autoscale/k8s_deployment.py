@@ -13,8 +13,10 @@ and for the ``qsim`` policy the advice's ``--advise-slo`` and ``--advise-window`
 
 from __future__ import annotations
 
+import argparse
 import copy
 import math
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,7 +25,8 @@ from typing import Any
 import yaml
 
 __all__ = ["worker_deployment", "bullmq_worker_deployment", "advisor_deployment", "advisor_service", "bundle",
-           "adapter_rule", "adapter_rule_path", "service_monitors", "monitor_path", "EXIT_MARGIN"]
+           "adapter_rule", "adapter_rule_path", "service_monitors", "monitor_path", "EXIT_MARGIN",
+           "qsim_args", "worker_queues"]
 
 #: Seconds of terminationGracePeriodSeconds beyond preStop + --shutdown-grace.
 EXIT_MARGIN = 5.0
@@ -61,6 +64,17 @@ def _set_flag(args: list[str], flag: str, value: str | None) -> list[str]:
 _SHELLS = ("sh", "bash", "ash", "dash")
 
 
+def worker_queues(argv: Sequence[str]) -> list[str]:
+    """The ``--queue`` values of ``qsim worker`` arguments (:func:`qsim_args`)."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--queue", action="append", default=[])
+    return list(p.parse_known_args(list(argv))[0].queue)
+
+
+#: The options of ``qsim`` itself, before its verb (``qsim -v worker ...``).
+_GLOBAL_OPTION = re.compile(r"-v+|--verbose")
+
+
 def qsim_args(command: Sequence[Any], args: Sequence[Any], verb: str) -> list[str] | None:
     """The arguments after ``qsim VERB`` in a container's command and args (None: it does not run it).
 
@@ -74,11 +88,19 @@ def qsim_args(command: Sequence[Any], args: Sequence[Any], verb: str) -> list[st
             argv = shlex.split(argv[2])
         except ValueError:
             return None
-    starts = [k for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim" and argv[k + 1] == verb]
-    if starts:
-        return argv[starts[0] + 2:]
-    if not command and argv[:1] == [verb]:
-        return argv[1:]
+    for k in range(len(argv) - 1):
+        if Path(argv[k]).name == "qsim":
+            rest = argv[k + 1:]
+            while rest[:1] and _GLOBAL_OPTION.fullmatch(rest[0]):  # qsim's own options come before the verb
+                rest = rest[1:]
+            if rest[:1] == [verb]:
+                return rest[1:]
+    if not command:  # the image's ENTRYPOINT is qsim: args start with its options or the verb
+        rest = argv
+        while rest[:1] and _GLOBAL_OPTION.fullmatch(rest[0]):
+            rest = rest[1:]
+        if rest[:1] == [verb]:
+            return rest[1:]
     return None
 
 
@@ -94,11 +116,14 @@ def worker_deployment(base: Mapping[str, Any] | None, *, name: str, queues: Sequ
     doc = copy.deepcopy(dict(base)) if base is not None else _plain(name, queues)
     doc["spec"]["replicas"] = int(replicas)
     pod = doc["spec"]["template"]["spec"]
-    worker = next((c for c in pod.get("containers", []) if isinstance(c, dict)
-                   and qsim_args(c.get("command") or [], c.get("args") or [], "worker") is not None), None)
-    if worker is None:  # the read Deployment runs no qsim worker: the settings go to a plain one
+    workers = [c for c in pod.get("containers", []) if isinstance(c, dict)
+               and qsim_args(c.get("command") or [], c.get("args") or [], "worker") is not None]
+    serving = [c for c in workers if sorted(worker_queues(qsim_args(c.get("command") or [], c.get("args") or [],
+                                                                    "worker") or [])) == sorted(queues)]
+    if not workers:  # the read Deployment runs no qsim worker: the settings go to a plain one
         return worker_deployment(None, name=name, queues=queues, concurrency=concurrency, grace=grace,
                                  pre_stop=pre_stop, advise=advise, replicas=replicas)
+    worker = (serving or workers)[0]
 
     def simulated(args: list[str]) -> list[str]:
         args = _set_flag(args, "--concurrency", str(concurrency))

@@ -76,7 +76,7 @@ from typing import Any
 import yaml
 
 from qsim.autoscale.k8s_cron import cron_floors
-from qsim.autoscale.k8s_deployment import qsim_args
+from qsim.autoscale.k8s_deployment import qsim_args, worker_queues
 from qsim.autoscale.k8s_ranges import PERIOD, STABILIZATION
 from qsim.autoscale.metric_source import REDIS_TRIGGERS, every_job_in_the_list
 from qsim.errors import ScenarioError
@@ -86,6 +86,8 @@ from qsim.spec.autoscaler import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, DEFAULT_S
 
 __all__ = ["K8sRead", "read_objects", "apply_k8s", "duration", "EXPORTED", "HPA_SYNC_PERIOD", "in_object_terms"]
 
+#: ``qsim worker``'s defaults for the flags read (qsim.engine.settings; tests/unit/test_k8s_read.py holds them equal).
+WORKER_CONCURRENCY, WORKER_SHUTDOWN_GRACE = 10, 30.0
 #: The Prometheus series qsim exports, by the metric an autoscaler reads (an HPA's External metric name).
 EXPORTED = {"list_length": "qsim_queue_jobs", "oldest_age": "qsim_queue_oldest_waiting_age_seconds",
             "p95_wait": "qsim_job_wait_seconds_p95", "recommended_workers": "qsim_recommended_workers",
@@ -254,7 +256,7 @@ def behavior(where: _Where, path: str, value: Any) -> dict[str, Any]:
         out[f"scale_{way}_stabilization"] = float(stabilization if window is None else _whole(
             where, f"{at}.stabilizationWindowSeconds", window, low, high))
         select = r.get("selectPolicy", "Max")
-        if select not in _SELECT:
+        if not isinstance(select, str) or select not in _SELECT:
             raise where.error(f"{at}.selectPolicy", f"must be Max, Min or Disabled, got {select!r}")
         out[f"scale_{way}_select"] = _SELECT[select]
         if "policies" in r:
@@ -428,7 +430,7 @@ def external_metric(where: _Where, path: str, value: Any, queues: Sequence[str])
     ext = _mapping(where, f"{path}.external", m.get("external"))
     metric = _mapping(where, f"{path}.external.metric", ext.get("metric"))
     names = {v: k for exported in (EXPORTED, BULLMQ_EXPORTED) for k, v in exported.items()}
-    if metric.get("name") not in names:
+    if not isinstance(metric.get("name"), str) or metric.get("name") not in names:
         where.unhonoured(f"{path}.external.metric.name", f"is {metric.get('name')!r}, not a metric qsim exports "
                                                          f"({', '.join(sorted(names))})")
         return None
@@ -542,35 +544,58 @@ def _one_metric(where: _Where, path: str, metrics: list[dict[str, Any] | None]) 
     return read[0][1]
 
 
-def deployment(where: _Where, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The worker Deployment's pool settings: replicas, grace, and the ``qsim worker`` container's flags."""
+def _worker_container(where: _Where, containers: Sequence[Mapping[str, Any]],
+                      queues: Sequence[str]) -> tuple[int, list[str]] | None:
+    """The index and ``qsim worker`` arguments of the container serving the pool's ``queues`` (None: no container
+    runs ``qsim worker``). A pod whose worker containers serve other queues, or two that serve these, is an
+    error naming them: which one the pool is cannot be told."""
+    found = []
+    for i, c in enumerate(containers):
+        at = f"spec.template.spec.containers[{i}]"
+        argv = qsim_args(_listing(where, f"{at}.command", c.get("command")),
+                         _listing(where, f"{at}.args", c.get("args")), "worker")
+        if argv is not None:
+            found.append((i, argv))
+    if not found:
+        return None
+    serving = [(i, argv) for i, argv in found if sorted(worker_queues(argv)) == sorted(queues)]
+    unnamed = [(i, argv) for i, argv in found if not worker_queues(argv)]  # queues from the environment
+    if len(serving) == 1 or (not serving and len(unnamed) == 1):
+        return (serving or unnamed)[0]
+    paths = ", ".join(f"spec.template.spec.containers[{i}]" for i, _ in (serving or unnamed or found))
+    if serving or unnamed:
+        raise where.error(paths, f"run qsim worker on the pool's queues ({', '.join(queues)}) in several "
+                                 "containers of one pod: qsim reads one worker per pod")
+    served = "; ".join(", ".join(worker_queues(argv)) for _, argv in found)
+    raise where.error(paths, f"run qsim worker on other queues ({served}) than the pool serves "
+                             f"({', '.join(queues)}): give the pool's Deployment, or --pool the pool it is")
+
+
+def deployment(where: _Where, doc: Mapping[str, Any], queues: Sequence[str]) -> dict[str, Any]:
+    """The worker Deployment's pool settings: replicas, grace, and the flags of the ``qsim worker`` container
+    serving ``queues``."""
     spec = _mapping(where, "spec", doc.get("spec"))
     pod = _mapping(where, "spec.template.spec",
                    _mapping(where, "spec.template", spec.get("template")).get("spec"))
     out: dict[str, Any] = {"workers": _whole(where, "spec.replicas", spec.get("replicas", 1), 0)}
     period = _whole(where, "spec.template.spec.terminationGracePeriodSeconds",
                     pod.get("terminationGracePeriodSeconds", 30), 0)
-    containers = _listing(where, "spec.template.spec.containers", pod.get("containers"))
-    worker = None
-    for i, c in enumerate(containers):
-        at = f"spec.template.spec.containers[{i}]"
-        c = _mapping(where, at, c)
-        argv = qsim_args(_listing(where, f"{at}.command", c.get("command")),
-                         _listing(where, f"{at}.args", c.get("args")), "worker")
-        if argv is not None:
-            worker = (i, c, argv)
-            break
+    containers = [_mapping(where, f"spec.template.spec.containers[{i}]", c)
+                  for i, c in enumerate(_listing(where, "spec.template.spec.containers", pod.get("containers")))]
+    worker = _worker_container(where, containers, queues)
     pre_stop = 0.0
     flags: dict[str, Any] = {}
     if worker is not None:
-        i, c, argv = worker
+        i, argv = worker
         at = f"spec.template.spec.containers[{i}]"
-        pre_stop = _pre_stop(where, f"{at}.lifecycle.preStop", c)
+        pre_stop = _pre_stop(where, f"{at}.lifecycle.preStop", containers[i])
         flags = worker_flags(where, f"{at}.args", argv)
+    elif len(containers) == 1:  # another runtime's worker (BullMQ's): its preStop is taken from the grace too
+        pre_stop = _pre_stop(where, "spec.template.spec.containers[0].lifecycle.preStop", containers[0])
     out.update(termination_grace_period=float(period), pre_stop=pre_stop)
     grace = max(0.0, period - pre_stop)
-    if "shutdown_grace" in flags:
-        grace = min(grace, flags.pop("shutdown_grace"))
+    if worker is not None:  # the worker drains for at most its --shutdown-grace (30 s when not given)
+        grace = min(grace, flags.pop("shutdown_grace", WORKER_SHUTDOWN_GRACE))
     out["grace"] = grace
     out.update(flags)
     return out
@@ -603,7 +628,8 @@ def worker_flags(where: _Where, path: str, argv: Sequence[str]) -> dict[str, Any
         p.add_argument(flag)
     p.add_argument("--advise-slo", action="append")
     known, _ = p.parse_known_args(list(argv))
-    out: dict[str, Any] = {"concurrency": _whole(where, f"{path} --concurrency", known.concurrency or 10, 1)}
+    out: dict[str, Any] = {"concurrency": _whole(where, f"{path} --concurrency", known.concurrency or WORKER_CONCURRENCY,
+                                                 1)}
     if known.prefetch is not None:
         out["prefetch"] = (known.prefetch if known.prefetch == "auto"
                            else _whole(where, f"{path} --prefetch", known.prefetch, 0))
@@ -634,9 +660,8 @@ def advisor_flags(docs: Sequence[tuple[str, Mapping[str, Any]]], queues: Sequenc
     for file, doc in docs:
         if doc.get("kind") != "Deployment":
             continue
-        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
-        for c in pod.get("containers") or []:
-            argv = qsim_args(c.get("command") or [], c.get("args") or [], "advise") if isinstance(c, Mapping) else None
+        for c in _containers(doc):
+            argv = qsim_args(c.get("command") or [], c.get("args") or [], "advise")
             if argv is None:
                 continue
             known, _ = p.parse_known_args(argv)
@@ -710,11 +735,18 @@ def _adapter_window(docs: Sequence[tuple[str, Mapping[str, Any]]], name: str) ->
     return None
 
 
+def _containers(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A Deployment's containers that are mappings (a Deployment the autoscaler does not target may be written
+    any way: only the one it targets is read field by field, with errors naming the field)."""
+    node: Any = doc
+    for key in ("spec", "template", "spec", "containers"):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return [c for c in node if isinstance(c, Mapping)] if isinstance(node, list) else []
+
+
 def _is_advisor(doc: Mapping[str, Any]) -> bool:
     """Whether a Deployment runs ``qsim advise`` (a bundle's advisor: not a worker Deployment)."""
-    pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return any(isinstance(c, Mapping) and qsim_args(c.get("command") or [], c.get("args") or [], "advise") is not None
-               for c in pod.get("containers") or [])
+    return any(qsim_args(c.get("command") or [], c.get("args") or [], "advise") is not None for c in _containers(doc))
 
 
 def _namespace(doc: Mapping[str, Any]) -> str | None:
@@ -739,6 +771,19 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
             (unless ``ignore_unknown``), a value outside the API's range.
     """
     docs = _documents(files)
+    try:
+        return _read(docs, files, queues, slo, ignore_unknown)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
+        if isinstance(e, ScenarioError):
+            raise
+        # a field of a shape the reader does not check (each it checks is named with its path)
+        raise ScenarioError(f"--k8s: {', '.join(map(str, files))}: an object has a field of the wrong shape, so it "
+                            f"is not one Kubernetes would accept ({type(e).__name__}: {e})") from None
+
+
+def _read(docs: list[tuple[str, Mapping[str, Any]]], files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
+          slo: str | None, ignore_unknown: bool) -> K8sRead:
+    """:func:`read_objects` of the documents read from ``files``."""
     scalers = [(f, d) for f, d in docs if (d.get("apiVersion"), d.get("kind")) in
                ((_KEDA, "ScaledObject"), *(((v, "HorizontalPodAutoscaler")) for v in _HPA_VERSIONS))]
     if len(scalers) != 1:
@@ -751,7 +796,8 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
                             f"in {', '.join(map(str, files))}; found {found}")
     file, obj = scalers[0]
     where = _Where(file, str(obj["kind"]), _name(obj), ignore_unknown)
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotations = _mapping(where, "metadata.annotations", _mapping(where, "metadata", obj.get("metadata"))
+                           .get("annotations"))
     for key in ("autoscaling.keda.sh/paused-replicas", "autoscaling.keda.sh/paused"):
         if obj["kind"] == "ScaledObject" and key in annotations and str(annotations[key]).lower() != "false":
             where.unhonoured(f"metadata.annotations[{key}]", f"is {annotations[key]!r}: KEDA does not autoscale a "
@@ -779,7 +825,7 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
             raise ScenarioError(f"{dfile}: Deployment {target}: apiVersion must be apps/v1, got "
                                 f"{dep.get('apiVersion')!r}")
         dwhere = _Where(dfile, "Deployment", str(target), ignore_unknown, where.ignored)
-        pool = deployment(dwhere, dep)
+        pool = deployment(dwhere, dep, queues)
         objects.append(f"Deployment {target} ({dfile})")
         if obj["kind"] == "ScaledObject" and pool["workers"] == 0 and table["min"] >= 1:
             pool["workers"] = table["min"]  # KEDA lifts a target at 0 replicas at its first loop (an HPA would not;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from qsim.autoscale.manifest import _EXTERNAL, manifest
 from qsim.analysis.autoscaling.contest import policy_table
 from qsim.autoscale.emit import emit
 from qsim.autoscale.k8s_deployment import bundle, worker_deployment
-from qsim.autoscale.k8s_read import EXPORTED, K8sRead, apply_k8s, in_object_terms, read_objects
+from qsim.autoscale.k8s_read import EXPORTED, WORKER_CONCURRENCY, WORKER_SHUTDOWN_GRACE, K8sRead, apply_k8s, \
+    in_object_terms, read_objects
 
 KUBE = ROOT / "deploy" / "kubernetes"
 QUEUES = ("orders",)
@@ -320,6 +322,83 @@ def test_an_hpa_selector_names_its_queue_by_expressions_too(tmp_path: Path) -> N
         read_objects([write(tmp_path, "d.yaml", notin)], QUEUES)
     read = read_objects([write(tmp_path, "d.yaml", notin)], QUEUES, ignore_unknown=True)
     assert len(read.ignored) == 1 and "NotIn" in read.ignored[0]
+
+
+def _two_workers(first: list[str], second: list[str]) -> str:
+    """DEPLOYMENT with two qsim worker containers (their args)."""
+    doc = yaml.safe_load(DEPLOYMENT)
+    c = doc["spec"]["template"]["spec"]["containers"][0]
+    c2 = {**c, "name": "second", "args": second}
+    c.pop("lifecycle")
+    c["args"] = first
+    doc["spec"]["template"]["spec"]["containers"] = [c, c2]
+    return yaml.safe_dump(doc)
+
+
+def test_the_worker_container_read_is_the_one_serving_the_pools_queues(tmp_path: Path) -> None:
+    # Given a pod whose first container works another queue, the second the pool's
+    dep = _two_workers(["worker", "m:mail", "--queue", "emails", "--concurrency", "50", "--shutdown-grace", "5"],
+                       ["worker", "m:h", "--queue", "orders", "--concurrency", "4", "--shutdown-grace", "40"])
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + dep)], QUEUES)
+    # Then the pool is the second's (it was the first's: concurrency 50, grace 5)
+    assert read.pool["concurrency"] == 4 and read.pool["grace"] == 40.0
+    # and a bundle emitted from it sets the second's flags, leaving the first as it is
+    s = apply_k8s(day(), "workers", read)
+    text, _ = emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2", deployment=read.deployment)
+    (out,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "Deployment"]
+    first, second = out["spec"]["template"]["spec"]["containers"]
+    assert first["args"][-2:] == ["--shutdown-grace", "5"] and "--concurrency" in second["args"]
+    # When no container serves the pool's queues, or two do, Then that is an error naming the containers
+    other = _two_workers(["worker", "m:a", "--queue", "emails"], ["worker", "m:b", "--queue", "sms"])
+    with pytest.raises(ScenarioError, match=r"containers\[0\], spec.template.spec.containers\[1\] run qsim worker "
+                                            r"on other queues \(emails; sms\)"):
+        read_objects([write(tmp_path, "b.yaml", SCALED_OBJECT + "---\n" + other)], QUEUES)
+    both = _two_workers(["worker", "m:a", "--queue", "orders"], ["worker", "m:b", "--queue", "orders"])
+    with pytest.raises(ScenarioError, match="in several containers of one pod"):
+        read_objects([write(tmp_path, "c.yaml", SCALED_OBJECT + "---\n" + both)], QUEUES)
+
+
+def test_qsims_own_options_before_the_verb_and_the_default_shutdown_grace_are_read(tmp_path: Path) -> None:
+    # Given `qsim -v worker ...` without --shutdown-grace, under a 120 s termination grace period
+    dep = edited(edited(DEPLOYMENT, "spec.template.spec.containers.0.args",
+                        ["-v", "worker", "app.jobs:handle", "--queue", "orders", "--concurrency", "6"]),
+                 "spec.template.spec.terminationGracePeriodSeconds", 120)
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + dep)], QUEUES)
+    # Then the worker is found (its concurrency was the scenario's) and drains for its default 30 s, not 120 - 5
+    assert read.pool["concurrency"] == 6 and read.pool["grace"] == WORKER_SHUTDOWN_GRACE == 30.0
+
+
+def test_the_worker_defaults_read_are_qsim_workers() -> None:
+    from qsim.engine.settings import WorkerSettings
+
+    defaults = {f.name: f.default for f in dataclasses.fields(WorkerSettings)}
+    assert (defaults["concurrency"], defaults["shutdown_grace"]) == (WORKER_CONCURRENCY, WORKER_SHUTDOWN_GRACE)
+
+
+def test_a_bullmq_workers_pre_stop_is_taken_from_its_grace(tmp_path: Path) -> None:
+    dep = edited(BULLMQ_DEPLOYMENT, "spec.template.spec.containers.0.lifecycle", {"preStop": {"sleep": {"seconds": 5}}})
+    dep = edited(dep, "spec.template.spec.terminationGracePeriodSeconds", 45)
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + dep)], QUEUES)
+    assert (read.pool["pre_stop"], read.pool["grace"]) == (5.0, 40.0)
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    ("spec.advanced", {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {"selectPolicy": ["Min"]}}}}),
+    ("metadata", "orders-worker"),
+])
+def test_a_field_of_the_wrong_shape_is_an_error_not_a_traceback(tmp_path: Path, path: str, value: Any) -> None:
+    bad = edited(SCALED_OBJECT, path, value)
+    with pytest.raises(ScenarioError):
+        read_objects([write(tmp_path, "a.yaml", bad + "---\n" + DEPLOYMENT)], QUEUES)
+
+
+def test_another_deployment_of_any_shape_does_not_stop_the_read(tmp_path: Path) -> None:
+    odd = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: other}\nspec: oops\n"
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + DEPLOYMENT + "---\n" + odd)], QUEUES)
+    assert read.pool["concurrency"] == 2
+    hpa = edited(HPA, "spec.metrics.0.external.metric.name", ["qsim_queue_jobs"])
+    with pytest.raises(ScenarioError, match=r"spec.metrics\[0\].external.metric.name"):
+        read_objects([write(tmp_path, "b.yaml", hpa)], QUEUES)
 
 
 # ------------------------------------------------------------------ the command
