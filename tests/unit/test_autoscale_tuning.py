@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hypothesis_budget import examples
-from qsim import Scenario
+from qsim import Scenario, ScenarioError
 from qsim.analysis.autoscaling.contest import HELD_OUT_OFFSET, autoscale, held_out_seeds
 from qsim.analysis.autoscaling.elasticity import elasticity
 from qsim.analysis.autoscaling.search import SEARCH_SPACES, apply_point, rank_key, scale_rules, search_space
@@ -99,6 +100,25 @@ def test_every_policy_has_a_space_over_its_decisive_knobs() -> None:
     qs = q.autoscaler("p")
     assert qs is not None and qs.slo == "p95_wait<=1" and qs.scale_down == scale_rules("2/60s")
     assert scale_rules("100%/15s")[0].type == "percent"
+
+
+@pytest.mark.parametrize(("knob", "value", "message"), [
+    ("target", 0, "autoscalers[0].target must be > 0, got 0.0"),  # was a ValueError traceback from the HPA
+    ("window", 0, "autoscalers[0].window must be > 0, got 0.0"),
+    ("tolerance", -0.5, "autoscalers[0].tolerance must be >= 0, got -0.5"),  # was simulated
+    ("poll", 0, "autoscalers[0].poll must be > 0, got 0.0"),
+])
+def test_a_tuning_grid_point_is_held_to_the_scenarios_rules(knob: str, value: float, message: str,
+                                                            tmp_path: Path) -> None:
+    base = with_policy(step_load(), "p", "hpa", parse_slo(SLO))
+    with pytest.raises(ScenarioError, match=re.escape(f"--vary autoscalers.p.{knob}={value!r}: {message}")):
+        apply_point(base, {f"autoscalers.p.{knob}": value})
+    # and from the command line: exit 2, one line, before anything runs
+    path = write_toml(step_load(), tmp_path / "step.toml")
+    run = subprocess.run([sys.executable, "-m", "qsim", "autoscale", str(path), "--slo", SLO, "--tune", "hpa",
+                          "--processes", "1", "--vary", f"autoscalers.p.{knob}={value}"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
 
 
 def test_equal_costs_are_ties_not_an_arbitrary_best() -> None:

@@ -51,7 +51,7 @@ import numpy as np
 
 from qsim.analysis.autoscaling.runs import summarize_runs, with_policy
 from qsim.analysis.plan.profile import peak_load
-from qsim.analysis.plan.sweep import with_params
+from qsim.analysis.plan.sweep import check_rules, with_params
 from qsim.analysis.slo.language import SLO
 from qsim.errors import ScenarioError
 from qsim.spec.autoscaler import ScalePolicySpec
@@ -171,6 +171,8 @@ def apply_point(scenario: Scenario, point: Mapping[str, Any]) -> Scenario:
     out = with_params(scenario, rest)
     for pool, knobs in together.items():
         out = _set_autoscaler(out, pool, knobs)
+    if together:  # the scenario's rules for the autoscaler's values (target > 0, tolerance >= 0, ...)
+        check_rules(out, point)
     return out
 
 

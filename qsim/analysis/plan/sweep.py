@@ -27,7 +27,7 @@ from qsim.analysis.stats import mean_summary
 from qsim.errors import ScenarioError
 from qsim.spec.scenario import Scenario
 
-__all__ = ["with_params", "param_value", "grid", "sweep", "parse_values", "replication_seeds", "run_points"]
+__all__ = ["with_params", "check_rules", "param_value", "grid", "sweep", "parse_values", "replication_seeds", "run_points"]
 
 _COLLECTIONS = {"pools", "queues", "jobs", "autoscalers"}
 #: The field that names an item of each collection (autoscalers are named by their pool).
@@ -73,7 +73,7 @@ def with_params(scenario: Scenario, params: Mapping[str, Any]) -> Scenario:
             scenario = dataclasses.replace(scenario, **changes)
         else:
             scenario = _replace(scenario, parts, value, path)
-    _check_rules(scenario, params)
+    check_rules(scenario, params)
     _check_values(scenario, params)
     return scenario
 
@@ -104,7 +104,7 @@ def _check_values(scenario: Scenario, params: Mapping[str, Any]) -> None:
             raise ScenarioError(f"--vary {path} must be >= {low}, got {value!r}")
 
 
-def _check_rules(scenario: Scenario, params: Mapping[str, Any]) -> None:
+def check_rules(scenario: Scenario, params: Mapping[str, Any]) -> None:
     """Hold the varied scenario to every rule its TOML is held to (``rate > 0``, ``fail_prob <= 1``,
     ``warmup < duration``, ...): it is written out and read back as a file would be (a fraction of a ms), its
     file-backed distributions as stand-ins (:func:`_without_files`)."""
