@@ -294,6 +294,10 @@ def _check_structure(scenario: Scenario) -> list[Any]:
     """Raise TheoryNotApplicable for what no closed form here covers; return the arriving job types."""
     if tuple(getattr(scenario, "events", ()) or ()):
         raise TheoryNotApplicable("events (sigkill/sigterm/start) are not covered by closed forms")
+    scaled = [a.pool for a in getattr(scenario, "autoscalers", ()) or ()]
+    if scaled:
+        raise TheoryNotApplicable(f"autoscaled pools (pool {scaled[0]!r}: its worker count changes during the run) "
+                                  "are not covered by closed forms")
     for job in scenario.jobs:
         if getattr(job, "fan_out", None) is not None or getattr(job, "flow", None) is not None:
             raise TheoryNotApplicable(

@@ -351,6 +351,13 @@ def test_predict_refuses_pools_serving_different_queue_sets() -> None:
         predict(scenario(queues=queues, jobs=jobs, pools=pools))
 
 
+def test_predict_refuses_an_autoscaled_pool() -> None:
+    # its static worker count is only where the autoscaler starts: a closed form for it answers another system
+    scaled = scenario(autoscalers=[{"pool": "crew", "min": 1, "max": 1, "policy": "hpa", "target": 4}])
+    with pytest.raises(TheoryNotApplicable, match="autoscaled pools \\(pool 'crew'"):
+        predict(scaled)
+
+
 def test_predict_refuses_wrr_across_queues_with_several_classes() -> None:
     queues = [{"name": "orders"}, {"name": "mail"}]
     jobs = [job("cut", 2.0), job("send", 1.0, queue="mail")]
