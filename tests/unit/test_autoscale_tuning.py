@@ -208,3 +208,17 @@ def test_elasticity_shares_add_up_and_exact_supply_scores_zero(demand: list[int]
     # A supply equal to the demand in every window has none of them
     exact = elasticity([[edges[i], d, d] for i, d in enumerate(demand)], demand, edges)
     assert all(v == 0.0 for v in exact.values())
+
+
+def test_each_figures_interval_stays_within_the_values_it_can_take() -> None:
+    from qsim.analysis.autoscaling.runs import FIGURES, summarize_runs
+
+    # Given two replications far apart: a share of windows of 0.6 and 1.0, waits of 0 and 10 s
+    runs = [{**{name: 0.0 for name in FIGURES}, "attainment": a, "p95_wait": w, "recover_seconds": w * 40,
+             "lost": 0, "slo_value": a} for a, w in ((0.6, 0.0), (1.0, 10.0))]
+    out = summarize_runs(runs, parse_slo(SLO))
+    # Then the t-interval is clipped as qsim plan clips it (it read [-0.6, 2.2] and a negative wait)
+    low, high = out["ci"]["attainment"]
+    assert 0.0 <= low < out["attainment"] < high == 1.0
+    assert out["ci"]["p95_wait"][0] == 0.0 and out["ci"]["recover_seconds"][0] == 0.0
+    assert out["ci"]["p95_wait"][1] > 10.0  # only the impossible side is cut

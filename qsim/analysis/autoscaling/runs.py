@@ -73,6 +73,9 @@ __all__ = ["attainment", "autoscaled_pool", "with_policy",
 #: The per-run figures a policy reports (mean and interval over the runs).
 FIGURES = ("worker_seconds", "worker_hours", "attainment", "flaps", "scale_events", "cut_jobs", "recover_seconds",
            "p95_wait", "mean_workers", "max_workers")
+#: The values each figure can take, to which its interval is clipped: a share is in [0, 1], the rest >= 0.
+BOUNDS: dict[str, tuple[float | None, float | None]] = {name: (0.0, 1.0 if name == "attainment" else None)
+                                                        for name in FIGURES}
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,7 @@ def summarize_runs(runs: Sequence[Mapping[str, Any]], slo: SLO, confidence: floa
     ``qsim plan`` judges a point."""
     out: dict[str, Any] = {"replications": len(runs), "ci": {}}
     for name in FIGURES:
-        est = estimate([r[name] for r in runs], confidence)
+        est = estimate([r[name] for r in runs], confidence, bounds=BOUNDS[name])
         out[name] = est.mean
         out["ci"][name] = est.ci
     out["lost"] = sum(int(r["lost"]) for r in runs)
