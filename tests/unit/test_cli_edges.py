@@ -240,6 +240,8 @@ def test_an_integer_option_names_its_one_bound_whatever_the_bad_value(
     ("p95_wait[]<=2", "empty job type"),
     ("p95_wait<=-1", "no run can meet it: p95_wait is never below 0"),
     ("throughput<0", "no run can meet it: throughput is never below 0"),
+    ("utilization>=2", "no run can meet it: utilization is never above 1"),
+    ("utilization>1", "no run can meet it: utilization is never above 1"),
 ])
 def test_slo_messages_say_what_is_expected(slo: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "plan", "workshop", "--slo", slo, "--vary", "pools.craftsmen.workers=1:2")

@@ -213,6 +213,9 @@ def parse_slo(text: str, *, option: str = "--slo") -> SLO:
 
 
 def _meetable(metric: str, op: str, value: float, text: str, option: str) -> None:
-    """Refuse an objective no run can meet: every metric (waits, latencies, counts, rates, shares) is >= 0."""
+    """Refuse an objective no run can meet: every metric (waits, latencies, counts, rates, shares) is >= 0, and
+    utilization (a share of the slots' time) is at most 1."""
     if (op in ("<=", "==") and value < 0) or (op == "<" and value <= 0):
         raise _fail(option, text, f"no run can meet it: {metric} is never below 0")
+    if metric == "utilization" and ((op in (">=", "==") and value > 1) or (op == ">" and value >= 1)):
+        raise _fail(option, text, f"no run can meet it: {metric} is never above 1")
