@@ -227,6 +227,9 @@ def parse_vary(items: list[str]) -> dict[str, list[float | int]]:
         path, sep, values = item.partition("=")
         if not sep or not path.strip():
             raise ScenarioError(f"--vary must look like pools.NAME.concurrency=1:64, got {item!r}")
+        if path.strip() in vary:
+            raise ScenarioError(f"--vary {path.strip()} is given twice: list every value in one --vary "
+                                f"(e.g. {path.strip()}=3,4)")
         try:
             vary[path.strip()] = parse_values(values)
         except ScenarioError as e:

@@ -497,3 +497,10 @@ def test_a_byte_order_mark_is_read_as_the_start_of_utf8_text(tmp_path: Path, cap
     assert job.service.values == (0.25, 0.25, 0.25)
     code, _, err = cli(capsys, "simulate", str(scenario), "--json")
     assert code == 0, err
+
+
+def test_a_vary_path_given_twice_is_named_not_overwritten(capsys: pytest.CaptureFixture[str]) -> None:
+    # (the last one won: only workers = 4 was planned)
+    code, out, err = cli(capsys, "plan", "workshop", "--slo", "p95_wait<=2", "--vary", "pools.craftsmen.workers=1",
+                         "--vary", "pools.craftsmen.workers=2")
+    assert code == 2 and out == "" and "--vary pools.craftsmen.workers is given twice" in err
