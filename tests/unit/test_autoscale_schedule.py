@@ -405,3 +405,23 @@ def test_emit_refuses_floors_it_cannot_write_before_any_run(tmp_path: Path,
     assert "not on a whole minute" in capsys.readouterr().err and not out.exists()
     assert main([*base, "--policy", "schedule", "--emit", "hpa", str(out)]) == 2
     assert "a plain HPA does not have: emit keda" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("policy", ["schedule", "predictive"])
+def test_a_policy_with_no_reactive_trigger_is_run_and_emitted_without_one(policy: str) -> None:
+    from qsim.analysis.autoscaling.runs import with_policy
+    from qsim.analysis.slo.language import parse_slo
+
+    # Given a floors-only autoscaler (a ScaledObject of cron triggers alone reads as one)
+    table: dict[str, Any] = {"pool": "p", "policy": policy, "min": 1, "max": 10}
+    if policy == "schedule":
+        table["floors"] = [{"start": "00:03", "end": "00:08", "replicas": 6}]
+    s = day(table)
+    # When it runs as the contest runs it, Then no reactive trigger is derived from the SLO for it (a target
+    # of 4 was: the run scaled on the queue, and the bundle carried a prometheus trigger beside the crons)
+    run = with_policy(s, "p", policy, parse_slo("p95_wait<=2"))
+    spec = run.autoscaler("p")
+    assert spec is not None and spec.target is None
+    # while a policy it is switched to still gets one
+    hpa = with_policy(s, "p", "hpa", parse_slo("p95_wait<=2")).autoscaler("p")
+    assert hpa is not None and hpa.target is not None

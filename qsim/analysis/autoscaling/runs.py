@@ -197,8 +197,10 @@ def with_policy(scenario: Scenario, pool: str, policy: str, slo: SLO, **params: 
         common = {"min": 1, "max": max(4, math.ceil(4 * peak_load(scenario, pool) / c))}
     own = old.filled() if old is not None and old.policy == policy else {}
     own.pop("policy", None)
-    spec = AutoscalerSpec(pool=pool, policy=policy, **{**common, **derived(policy, scenario, pool, slo), **own,
-                                                       **params})
+    fill = derived(policy, scenario, pool, slo)
+    if old is not None and old.policy == policy and getattr(old, "target", 0) is None:
+        fill.pop("target", None)  # a schedule with no reactive trigger: its floors are its only triggers
+    spec = AutoscalerSpec(pool=pool, policy=policy, **{**common, **fill, **own, **params})
     others = tuple(a for a in scenario.autoscalers if a.pool != pool)
     return dataclasses.replace(scenario, autoscalers=others + (spec,))
 
