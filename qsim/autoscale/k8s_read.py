@@ -299,9 +299,11 @@ def _queue_named(where: _Where, path: str, name: str, queues: Sequence[str]) -> 
                                 f"{', '.join(queues)})")
 
 
-def _queue_expressions(where: _Where, path: str, value: Any, queues: Sequence[str]) -> None:
+def _queue_expressions(where: _Where, path: str, value: Any, queues: Sequence[str]) -> bool:
     """A selector's ``matchExpressions`` on the ``queue`` label: ``In`` queues the pool serves (as ``matchLabels``
-    would name one); any other operator on it selects series qsim cannot tell apart, and is not honoured."""
+    would name one); any other operator on it selects series qsim cannot tell apart, and is not honoured.
+    Whether one names the queue."""
+    named = False
     for i, e in enumerate(_listing(where, path, value)):
         e = _mapping(where, f"{path}[{i}]", e)
         if e.get("key") != "queue":
@@ -312,6 +314,8 @@ def _queue_expressions(where: _Where, path: str, value: Any, queues: Sequence[st
             continue
         for j, name in enumerate(_listing(where, f"{path}[{i}].values", e.get("values"))):
             _queue_named(where, f"{path}[{i}].values[{j}]", str(name), queues)
+            named = True
+    return named
 
 
 #: Aggregations that, applied straight to a gauge every worker exports, do not read the queue's value once.
@@ -438,8 +442,16 @@ def external_metric(where: _Where, path: str, value: Any, queues: Sequence[str])
     labels = _mapping(where, f"{path}.external.metric.selector.matchLabels", selector.get("matchLabels"))
     if "queue" in labels:
         _queue_named(where, f"{path}.external.metric.selector.matchLabels.queue", str(labels["queue"]), queues)
-    _queue_expressions(where, f"{path}.external.metric.selector.matchExpressions", selector.get("matchExpressions"),
-                       queues)
+    expressions = _queue_expressions(where, f"{path}.external.metric.selector.matchExpressions",
+                                     selector.get("matchExpressions"), queues)
+    if "queue" not in labels and not expressions:
+        where.unhonoured(f"{path}.external.metric.selector", "names no queue: the metric has a series per queue, and "
+                                                             "the HPA would add up every queue's (qsim reads the "
+                                                             f"pool's: matchLabels queue: {','.join(queues)})")
+    if names[metric["name"]] == "list_length" and labels.get("state") != "waiting":
+        where.unhonoured(f"{path}.external.metric.selector.matchLabels.state",
+                         f"is {labels.get('state')!r}: {metric['name']} has a series per state, and list_length is "
+                         "the waiting jobs' (state: waiting)")
     target = _mapping(where, f"{path}.external.target", ext.get("target"))
     kind = target.get("type")
     if kind not in ("AverageValue", "Value"):

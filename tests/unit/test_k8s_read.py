@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -317,11 +318,25 @@ def test_an_hpa_selector_names_its_queue_by_expressions_too(tmp_path: Path) -> N
     with pytest.raises(ScenarioError, match=r"matchExpressions\[0\]\.values\[0\] names queue 'invoices'"):
         read_objects([write(tmp_path, "c.yaml", other)], QUEUES)
     # and an operator that selects series qsim cannot tell apart is named, or ignored with --ignore-unknown
-    notin = edited(HPA, sel, {"matchExpressions": [{"key": "queue", "operator": "NotIn", "values": ["invoices"]}]})
+    notin = edited(HPA, sel, {"matchLabels": {"state": "waiting"},
+                              "matchExpressions": [{"key": "queue", "operator": "NotIn", "values": ["invoices"]}]})
     with pytest.raises(ScenarioError, match=r"matchExpressions\[0\]\.operator is 'NotIn' on the queue label"):
         read_objects([write(tmp_path, "d.yaml", notin)], QUEUES)
     read = read_objects([write(tmp_path, "d.yaml", notin)], QUEUES, ignore_unknown=True)
-    assert len(read.ignored) == 1 and "NotIn" in read.ignored[0]
+    assert any("NotIn" in line for line in read.ignored)
+
+
+@pytest.mark.parametrize(("labels", "said"), [
+    ({"queue": "orders", "state": "active"}, "matchLabels.state is 'active': qsim_queue_jobs has a series per state"),
+    ({"queue": "orders"}, "matchLabels.state is None"),
+    ({"state": "waiting"}, "selector names no queue: the metric has a series per queue"),
+])
+def test_an_hpa_selector_that_reads_other_series_than_the_metric_is_named(labels: dict[str, str], said: str,
+                                                                         tmp_path: Path) -> None:
+    # (each was read as the waiting jobs of the pool's queue)
+    hpa = edited(HPA, "spec.metrics.0.external.metric.selector", {"matchLabels": labels})
+    with pytest.raises(ScenarioError, match=re.escape(said)):
+        read_objects([write(tmp_path, "a.yaml", hpa)], QUEUES)
 
 
 def _two_workers(first: list[str], second: list[str]) -> str:
