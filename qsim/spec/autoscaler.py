@@ -302,6 +302,10 @@ class _Reactive(_Behaviour, _Trigger):
             return "slo", (f"is the advisor's SLO, read only by a trigger on metric recommended_workers (this one "
                            f"{'has no trigger' if self.target is None else f'scales on {self.metric}'}); leave it "
                            f"out, or use policy \"qsim\", got {self.slo!r}")
+        if self.fallback_replicas is not None and self.target is not None and self.metric_type == "Value":
+            return "fallback_replicas", ("needs metric_type = \"AverageValue\": KEDA applies a fallback only to "
+                                         "AverageValue triggers (for a Value one it turns it off), got "
+                                         f"{self.fallback_replicas}")
         if self.p95_buckets and (self.target is None or self.metric != "p95_wait"):
             return "p95_buckets", (f"reads the p95 wait from the histogram's buckets, so it needs metric p95_wait "
                                    f"(this one {'has no trigger' if self.target is None else f'scales on {self.metric}'})"

@@ -220,6 +220,7 @@ def test_ignoring_nulls_reads_zero_and_the_queue_never_reads_null() -> None:
                              r"\(this one scales on list_length\)"),
     ({"policy": "schedule", "target": None, "floors": [{"start": "08:00", "end": "18:00", "replicas": 2}],
       "slo": "p95_wait<=2"}, "slo is the advisor's SLO.*has no trigger"),
+    ({"metric_type": "Value", "fallback_replicas": 4}, "fallback_replicas needs metric_type = \"AverageValue\""),
     ({"p95_buckets": True}, "p95_buckets reads the p95 wait from the histogram's buckets, so it needs metric "
                             "p95_wait"),
 ])

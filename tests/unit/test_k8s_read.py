@@ -545,7 +545,8 @@ def _emitted(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
         t["metric_from"] = "workers"
         if kind == "hpa" or draw(st.booleans()):
             t["ignore_null"] = False
-    if kind == "keda" and draw(st.booleans()):
+    if kind == "keda" and t.get("metric_type", "AverageValue") == "AverageValue" and draw(st.booleans()):
+        # (KEDA applies a fallback only to AverageValue triggers)
         t.update(fallback_replicas=draw(st.integers(0, 50)), fallback_failures=draw(st.integers(0, 10)))
         behavior = draw(st.sampled_from(["static", "currentReplicas", "currentReplicasIfHigher",
                                          "currentReplicasIfLower"]))
