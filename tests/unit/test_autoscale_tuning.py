@@ -60,6 +60,16 @@ def test_elasticity_of_a_hand_computed_trajectory() -> None:
         elasticity(trajectory, [1.0], edges)
 
 
+def test_no_workers_are_demanded_after_the_arrivals_end() -> None:
+    from qsim.analysis.autoscaling.elasticity import demanded_workers
+
+    # Given 6 jobs/s of 1 s jobs from t = 300 to the end (600 s), and windows past the end (the drain)
+    s = step_load()
+    d = demanded_workers(s, "p", [540.0, 600.0, 660.0, 720.0])
+    # Then the last window of arrivals demands 6 workers, the drain's none (the profile went on: 6 each)
+    assert list(d) == [6.0, 0.0, 0.0]
+
+
 def test_flaps_count_reversals_of_a_size_and_within_a_window() -> None:
     # up 3 at 0, down 1 at 100, up 1 at 200, down 4 at 1000
     traj = [[0.0, 2, 2], [0.0, 5, 2], [100.0, 4, 4], [200.0, 5, 4], [1000.0, 1, 1]]

@@ -12,7 +12,8 @@ compare the workers **supplied** with the workers **demanded** over the run
   offers in the window holding ``t`` (the Summary's window grid, length ``W``):
   ``d_w = ceil(a_w / c)`` with ``a_w = sum_j E[S_j] * (arrivals of j expected in
   the window) / W`` over the job types the pool serves (busy slots, from the rate
-  profile, the same for every policy and seed) and ``c`` the pool's concurrency.
+  profile, the same for every policy and seed; none after the scenario's duration, where the run only
+  drains) and ``c`` the pool's concurrency.
   ``d_w`` has no headroom for queueing: a pool meeting a wait SLO is over-provisioned
   by this measure, and a policy is judged by how little above it stays.
 
@@ -53,9 +54,10 @@ def demanded_workers(scenario: Scenario, pool: str, edges: Sequence[float]) -> n
     e = np.asarray(edges, dtype=float)
     served = set(scenario.pool(pool).queues)
     load = np.zeros(len(e) - 1)
+    arriving = np.minimum(e, scenario.duration)  # jobs arrive in [0, duration); the drain after it brings none
     for j in scenario.jobs:
         if j.queue in served and j.arrival is not None:
-            load += j.service.mean * np.diff(cumulative_arrivals(j.arrival, e))
+            load += j.service.mean * np.diff(cumulative_arrivals(j.arrival, arriving))
     load /= np.diff(e)
     return np.ceil(load / scenario.pool(pool).concurrency - 1e-9).clip(min=0)
 
