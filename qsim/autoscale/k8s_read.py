@@ -181,15 +181,19 @@ def _positive(where: _Where, path: str, value: Any) -> float:
     return x
 
 
-def _whole(where: _Where, path: str, value: Any, low: int, high: int | None = None) -> int:
-    """A whole number within the API's range ``[low, high]``."""
+#: The largest value of the API's int32 fields (replica counts, seconds).
+INT32_MAX = 2**31 - 1
+
+
+def _whole(where: _Where, path: str, value: Any, low: int, high: int | None = INT32_MAX) -> int:
+    """A whole number within the API's range ``[low, high]`` (an int32 unless ``high`` says otherwise)."""
     text = str(value).strip() if isinstance(value, str) else value
     if isinstance(text, str) and re.fullmatch(r"[+-]?\d+", text):
         text = int(text)
     if isinstance(text, bool) or not isinstance(text, int):
         raise where.error(path, f"must be a whole number, got {value!r}")
     if text < low or (high is not None and text > high):
-        allowed = f"{low}..{high}" if high is not None else f">= {low}"
+        allowed = f"{low}..{high}" if high is not None and (high != INT32_MAX or text > high) else f">= {low}"
         raise where.error(path, f"must be in {allowed} (the Kubernetes/KEDA API's range), got {text}")
     return text
 
@@ -395,10 +399,11 @@ def trigger(where: _Where, path: str, value: Any, queues: Sequence[str]) -> dict
         if "listName" not in meta:
             raise where.error(f"{path}.metadata.listName", "is required for a redis trigger")
         _list_queue(where, f"{path}.metadata.listName", str(meta["listName"]), queues)
+        # KEDA parses both as whole numbers (int64)
         return {"metric": "list_length", "metric_type": mtype, "source": "redis",
-                "target": _positive(where, f"{path}.metadata.listLength", meta.get("listLength", "5")),
-                "activation": quantity(where, f"{path}.metadata.activationListLength",
-                                       meta.get("activationListLength", "0"))}
+                "target": float(_whole(where, f"{path}.metadata.listLength", meta.get("listLength", "5"), 1)),
+                "activation": float(_whole(where, f"{path}.metadata.activationListLength",
+                                           meta.get("activationListLength", "0"), 0))}
     if kind == "prometheus":
         if "query" not in meta or "threshold" not in meta:
             raise where.error(f"{path}.metadata", "needs query and threshold (a prometheus trigger)")

@@ -105,6 +105,11 @@ def source(kind: str, scenario: Scenario, pool: str, table: Mapping[str, object]
                                 "from a BullMQ queue; scale on list_length, in_flight, oldest_age or the qsim policy")
         if kind == "keda" and metric == "list_length" and table.get("metric_type", "AverageValue") == "AverageValue" \
                 and every_job_in_the_list(scenario, pool):
+            for key, field in (("target", "listLength"), ("activation", "activationListLength")):
+                value = float(str(table.get(key) or 0))
+                if not value.is_integer():
+                    raise ScenarioError(f"--target bullmq: {key} = {value:g} is KEDA's redis trigger's {field}, "
+                                        "which it reads as a whole number: set a whole number")
             return "redis"
         return "advisor"
     if metric == "recommended_workers":

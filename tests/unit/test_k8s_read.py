@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import subprocess
 import sys
@@ -241,8 +242,8 @@ def test_the_reader_knows_every_metric_the_emitter_writes() -> None:
      "must be Max, Min or Disabled"),
     ("spec.minReplicaCount", 20, "must be <= maxReplicaCount (12), got 20"),
     ("spec.pollingInterval", 0, "spec.pollingInterval must be in >= 1"),
-    ("spec.triggers.0.metadata.listLength", "-3", "must be > 0"),
-    ("spec.triggers.0.metadata.listLength", "lots", "must be a number"),
+    ("spec.triggers.0.metadata.listLength", "-3", "listLength must be in >= 1"),
+    ("spec.triggers.0.metadata.listLength", "lots", "listLength must be a whole number"),
     ("spec.triggers", [], "has no metric qsim can scale on"),
 ])
 def test_a_scaled_object_field_qsim_cannot_honour_is_named(tmp_path: Path, path: str, value: Any,
@@ -416,6 +417,27 @@ def test_another_deployment_of_any_shape_does_not_stop_the_read(tmp_path: Path) 
         read_objects([write(tmp_path, "b.yaml", hpa)], QUEUES)
 
 
+@pytest.mark.parametrize(("path", "value", "said"), [
+    ("spec.triggers.0.metadata.listLength", "2.5", r"spec.triggers\[0\].metadata.listLength must be a whole number"),
+    ("spec.maxReplicaCount", 3_000_000_000, r"spec.maxReplicaCount must be in 1..2147483647"),
+])
+def test_values_kubernetes_and_keda_refuse_are_refused_when_read(path: str, value: Any, said: str,
+                                                                 tmp_path: Path) -> None:
+    # (KEDA parses a redis trigger's lengths as whole numbers; replica counts are int32): they were read
+    with pytest.raises(ScenarioError, match=said):
+        read_objects([write(tmp_path, "a.yaml", edited(SCALED_OBJECT, path, value))], QUEUES)
+
+
+def test_a_fractional_list_length_is_not_emitted_for_keda_to_refuse() -> None:
+    raw = day().to_dict()
+    raw["autoscalers"] = [{"pool": "workers", "policy": "hpa", "metric": "list_length", "target": 2.5, "min": 1,
+                           "max": 8}]
+    s = Scenario.from_dict(raw)
+    with pytest.raises(ScenarioError, match="target = 2.5 is KEDA's redis trigger's listLength, which it reads as a "
+                                            "whole number"):
+        emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2", target="bullmq")
+
+
 # ------------------------------------------------------------------ the command
 
 
@@ -523,6 +545,13 @@ def _autoscaler(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     return kind, t
 
 
+def _whole_lengths(t: dict[str, Any]) -> None:
+    """``t``'s target and activation rounded up to whole numbers, as KEDA's redis trigger reads them."""
+    for key in ("target", "activation"):
+        if t.get(key) is not None:
+            t[key] = float(max(1 if key == "target" else 0, math.ceil(t[key])))
+
+
 @st.composite
 def _emitted(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
     """An autoscaler qsim can emit for a ``target`` (qsim | bullmq) queue: a pool at zero reads a metric that
@@ -534,6 +563,8 @@ def _emitted(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
         t["metric"] = "list_length"
         t.pop("window", None)
         t.pop("p95_buckets", None)
+    if target == "bullmq":  # KEDA's redis trigger (a BullMQ list) reads whole lengths
+        _whole_lengths(t)
     if target == "qsim" and t["min"] == 0 and t.get("metric") not in (None, "recommended_workers") \
             and (kind == "keda" or t.get("keda") is False):
         t["min"] = 1
