@@ -11,9 +11,8 @@ is checked for the shape the adapter reads.
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 from typing import Any
 
 import kubernetes_validate
