@@ -30,7 +30,7 @@ from qsim.cli.common import (
     err,
     finite,
     nonneg_float,
-    nonneg_int,
+    seed_int,
     pos_float,
     pos_int,
     print_json,
@@ -197,7 +197,7 @@ def register(sub: Any) -> None:
                    help="auto: bisection over the worker counts (default); grid: every count")
     p.add_argument("--jobs-per-run", type=pos_int, default=10_000, metavar="N",
                    help="jobs per model run, which sets its simulated length (default 10000)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="replication r uses SEED + r (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="replication r uses SEED + r (default 0)")
     p.add_argument("--processes", type=pos_int, metavar="N", help="parallel model runs (default: every core; with --watch 1)")
     p.add_argument("--min-jobs", type=pos_int, default=30, metavar="N",
                    help="a job type with fewer jobs in the window is an error (default 30)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from qsim.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Progress, add_redis_flags, err, fmt, load_scenario, \
-    nonneg_int, parse_vary, pos_int, print_json
+    seed_int, parse_vary, pos_int, print_json
 from qsim.errors import ScenarioError
 from qsim.results.outpath import out_file
 from qsim.spec.redis_cost import describe
@@ -344,7 +344,7 @@ def register(sub: Any) -> None:
     p.add_argument("--no-static", action="store_true", help="skip the static peak sizing")
     p.add_argument("--dask", metavar="tcp://HOST:PORT", help="run on this Dask scheduler's cluster")
     add_redis_flags(p)
-    p.add_argument("--seed", type=nonneg_int, help="replication r uses SEED + r (default: the scenario's seed)")
+    p.add_argument("--seed", type=seed_int, help="replication r uses SEED + r (default: the scenario's seed)")
     p.add_argument("--processes", type=pos_int, metavar="N", help="parallel runs (default: every core)")
     p.add_argument("--json", action="store_true",
                    help='print {"policies": {NAME: {...}}, "static_peak": {...}, "slo": ..., "redis": {...}, ...} '

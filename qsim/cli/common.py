@@ -105,6 +105,18 @@ def nonneg_int(text: str) -> int:
     return int_at_least(text, 0)
 
 
+#: The largest seed: a scenario file's (TOML's integers are 64-bit), so that a Summary's seed can be written back.
+MAX_SEED = 2**63 - 1
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed, 0 .. :data:`MAX_SEED`."""
+    value = int_at_least(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED} (a scenario file's largest integer), got {value}")
+    return value
+
+
 def pos_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     return int_at_least(text, 1)

@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, add_redis_flags, err, load_scenario, nonneg_int,
+from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, add_redis_flags, err, load_scenario, seed_int,
                               parse_vary, pos_float, pos_int, print_json)
 from qsim.cli.windows import apply_window
 from qsim.errors import ScenarioError
@@ -122,7 +122,7 @@ def register(sub: Any) -> None:
                    help="over a rate profile: the length of the peak period whose windows are also judged alone "
                         "(default 3600: the peak hour)")
     add_redis_flags(p)
-    p.add_argument("--seed", type=nonneg_int, help="replication r uses SEED + r (default: the scenario's seed)")
+    p.add_argument("--seed", type=seed_int, help="replication r uses SEED + r (default: the scenario's seed)")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs in each run")
     p.add_argument("--processes", type=pos_int, metavar="N", help="parallel runs (default: every core)")
     p.add_argument("--json", action="store_true",

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, finite, load_scenario, nonneg_float, nonneg_int,
+from qsim.cli.common import (EXIT_FAILURE, EXIT_OK, Progress, finite, load_scenario, nonneg_float, seed_int,
                               pos_int, print_json, redis_url, resolve_redis_url)
 from qsim.cli.output import format_check, format_comparison, format_summary, write_outputs
 from qsim.cli.windows import (add_window_args, apply_window, format_window_comparison, format_windows,
@@ -207,7 +207,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis", type=redis_url, metavar="URL",
                    help="Redis to run on (default: $REDIS_URL, else a throwaway redis-server started for this "
                         "command)")
-    p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
+    p.add_argument("--seed", type=seed_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="add only the first N jobs")
     p.add_argument("--drain-timeout", type=nonneg_float, metavar="S",
                    help="seconds to wait after the last arrival for jobs to settle; those left are reported per "

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from qsim.cli.common import EXIT_OK, Progress, int_at_least, load_scenario, nonneg_int, pos_int, print_json
+from qsim.cli.common import EXIT_OK, Progress, int_at_least, load_scenario, seed_int, pos_int, print_json
 from qsim.cli.output import format_summary, format_theory, write_outputs
 from qsim.cli.windows import add_window_args, apply_window, format_windows, write_windows
 from qsim.errors import TheoryNotApplicable, UsageError
@@ -97,7 +97,7 @@ def register(sub: Any) -> None:
                        description="Run the SimPy model on SCENARIO (a TOML file or a built-in name; "
                                    "none = the built-in 'workshop') and print its Summary.")
     p.add_argument("scenario", nargs="?", help="scenario TOML file or built-in name (default: workshop)")
-    p.add_argument("--seed", type=nonneg_int, help="override the scenario's seed")
+    p.add_argument("--seed", type=seed_int, help="override the scenario's seed")
     p.add_argument("--jobs", type=pos_int, metavar="N", help="stop arrivals after N jobs")
     p.add_argument("--json", action="store_true", help="print exactly the Summary as JSON")
     p.add_argument("--replications", type=replications_arg, metavar="N",

@@ -227,6 +227,15 @@ def test_an_integer_option_names_its_one_bound_whatever_the_bad_value(
         assert code == 2 and out == "" and f"argument {option}: {bound}, got " in err and str(bad) in err, err
 
 
+@pytest.mark.parametrize("command", [["simulate", "workshop"],
+                                     ["plan", "workshop", "--slo", "p95_wait<=2", "--vary", "pools.craftsmen.workers=1"]])
+def test_a_seed_is_one_a_scenario_file_can_hold(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # (a larger one ran, and its Summary named a seed no scenario file can be given: TOML's integers are 64-bit)
+    code, out, err = cli(capsys, *command, "--seed", str(2**63))
+    assert code == 2 and out == "" and f"argument --seed: must be at most {2**63 - 1}" in err
+    assert cli(capsys, "simulate", "workshop", "--seed", str(2**63 - 1), "--json")[0] == 0
+
+
 # ----------------------------------------------------------------------------- SLOs and the cost
 
 
