@@ -102,8 +102,11 @@ class RedisLoad:
         """One sentence when above the ceiling (None otherwise)."""
         if not self.above_ceiling:
             return None
-        return (f"Redis: {what} implies {self.utilization:.0%} of one Redis core ({self.throughput:.4g} jobs/s x "
-                f"{self.cpu_per_job_us:.3g} µs, {_workers(self.workers)}), above the ceiling of {self.ceiling:.0%} "
+        # as few decimals as tell the two apart: 85% above 70%, 1.2% above 1.0%, 0.13% above 0.10%
+        places = next((d for d in range(7) if f"{self.utilization:.{d}%}" != f"{self.ceiling:.{d}%}"), 6)
+        return (f"Redis: {what} implies {self.utilization:.{places}%} of one Redis core ({self.throughput:.4g} "
+                f"jobs/s x {self.cpu_per_job_us:.3g} µs, {_workers(self.workers)}), above the ceiling of "
+                f"{self.ceiling:.{places}%} "
                 f"(--redis-ceiling): shard the queues over a Redis Cluster (queue groups), or measure your "
                 f"Redis's cost with qsim calibrate --probe")
 
@@ -114,15 +117,22 @@ class RedisLoad:
                 "above_ceiling": self.above_ceiling, "source": self.source}
 
 
+def _share(x: float, decimals: int) -> str:
+    """``x`` as a percentage with ``decimals`` decimals, or with two significant digits where those would
+    show a share above 0 as 0%."""
+    text = f"{x:.{decimals}%}"
+    return f"{x * 100:.2g}%" if x > 0 and float(text.rstrip("%")) == 0 else text
+
+
 def _workers(n: int) -> str:
     return f"{n} worker" + ("" if n == 1 else "s")
 
 
 def describe(load: Mapping[str, Any]) -> str:
     """One line of text for a load's JSON (:meth:`RedisLoad.as_dict`)."""
-    return (f"redis: {load['utilization']:.1%} of one core at {load['throughput']:.4g} jobs/s and "
+    return (f"redis: {_share(load['utilization'], 1)} of one core at {load['throughput']:.4g} jobs/s and "
             f"{_workers(load['workers'])} ({load['cpu_per_job_us']:.3g} µs per job, {load['source']}; "
-            + ("ABOVE the " if load["utilization"] > load["ceiling"] else "") + f"ceiling {load['ceiling']:.0%})")
+            + ("ABOVE the " if load["utilization"] > load["ceiling"] else "") + f"ceiling {_share(load['ceiling'], 0)})")
 
 
 def redis_cost(engine: Any = None, *, cpu_per_job_us: float | None = None) -> RedisCost:

@@ -213,3 +213,20 @@ def test_the_probes_text_gives_the_engine_lines_redis_among_them() -> None:
     assert "redis_cpu_per_job_us = 120.50" in text and "redis_idle_us_per_worker = 9.250" in text
     assert (o.engine().redis_cpu_per_job_us, o.engine().redis_idle_us_per_worker) == (120.5, 9.25)
     assert o.as_dict()["redis"]["cpu_per_job_us"] == 120.5
+
+
+@pytest.mark.parametrize(("utilization", "ceiling", "said"), [
+    (0.85, 0.7, "implies 85% of one Redis core"),  # whole percentages tell them apart
+    (0.012, 0.01, "implies 1.2% of one Redis core"),  # (it read "1% ..., above the ceiling of 1%")
+    (0.0013, 0.001, "implies 0.13% of one Redis core"),  # (it read "0% ..., above the ceiling of 0%")
+])
+def test_a_warning_shows_the_share_and_the_ceiling_apart(utilization: float, ceiling: float, said: str) -> None:
+    from qsim.spec.redis_cost import RedisLoad, describe
+
+    load = RedisLoad(cpu_per_job_us=50.0, utilization=utilization, throughput=utilization * 2e4, workers=3,
+                     ceiling=ceiling, source="default")
+    warning = load.warning()
+    assert warning is not None and said in warning
+    shown = warning.split("implies ")[1].split("%")[0], warning.split("ceiling of ")[1].split("%")[0]
+    assert float(shown[0]) > float(shown[1])
+    assert float(describe(load.as_dict()).split("ceiling ")[1].split("%")[0]) == pytest.approx(ceiling * 100)
