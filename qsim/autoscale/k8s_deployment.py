@@ -26,7 +26,7 @@ import yaml
 
 __all__ = ["worker_deployment", "bullmq_worker_deployment", "advisor_deployment", "advisor_service", "bundle",
            "adapter_rule", "adapter_rule_path", "service_monitors", "monitor_path", "EXIT_MARGIN",
-           "qsim_args", "worker_queues"]
+           "qsim_args", "worker_queues", "exact"]
 
 #: Seconds of terminationGracePeriodSeconds beyond preStop + --shutdown-grace.
 EXIT_MARGIN = 5.0
@@ -62,6 +62,13 @@ def _set_flag(args: list[str], flag: str, value: str | None) -> list[str]:
 
 
 _SHELLS = ("sh", "bash", "ash", "dash")
+
+
+def exact(x: float) -> str:
+    """``x`` as text that reads back as the same float: ``30`` for a whole number, else Python's shortest repr
+    (``f"{x:g}"``'s 6 significant digits read back as another value than the one simulated)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else repr(x)
 
 
 def worker_queues(argv: Sequence[str]) -> list[str]:
@@ -127,9 +134,9 @@ def worker_deployment(base: Mapping[str, Any] | None, *, name: str, queues: Sequ
 
     def simulated(args: list[str]) -> list[str]:
         args = _set_flag(args, "--concurrency", str(concurrency))
-        args = _set_flag(args, "--shutdown-grace", f"{grace:g}")
+        args = _set_flag(args, "--shutdown-grace", exact(grace))
         if advise is not None:
-            args = _set_flag(_set_flag(args, "--advise-slo", advise[0]), "--advise-window", f"{advise[1]:g}s")
+            args = _set_flag(_set_flag(args, "--advise-slo", advise[0]), "--advise-window", f"{exact(advise[1])}s")
         return args
 
     command, args = [str(a) for a in worker.get("command") or []], [str(a) for a in worker.get("args") or []]
@@ -169,7 +176,7 @@ def advisor_deployment(name: str, *, queues: Sequence[str], slo: str, window: fl
     BullMQ ``source``, the queue's gauges) on :data:`ADVISOR_PORT`; shaped as deploy/kubernetes/advisor.yaml,
     its Redis URL from the Secret ``<name>-redis``."""
     args = ["advise"] + [x for q in queues for x in ("--queue", q)] + [
-        "--slo", slo, "--window", f"{window:g}s", "--concurrency", str(concurrency), "--from", source]
+        "--slo", slo, "--window", f"{exact(window)}s", "--concurrency", str(concurrency), "--from", source]
     if prefix is not None:
         args += ["--prefix", prefix]
     args += ["--watch", "60", "--metrics-port", str(ADVISOR_PORT)]

@@ -67,6 +67,7 @@ from typing import Any
 
 import yaml
 
+from qsim.autoscale.k8s_deployment import exact
 from qsim.autoscale.k8s_ranges import check_api_ranges
 from qsim.autoscale.metric_source import BULLMQ_PREFIX, REDIS_TRIGGERS, bullmq_query, metric_source, redis_list
 from qsim.autoscale.predictive import daily_floors, predictive_floors
@@ -129,7 +130,7 @@ def metric_query(metric: str, queues: tuple[str, ...], window: float = 60.0) -> 
         return f"max(qsim_queue_oldest_waiting_age_seconds{{{sel}}})"
     if metric == "p95_wait":
         return (f"histogram_quantile(0.95, sum by (le) (rate(qsim_job_wait_seconds_bucket{{{sel}}}"
-                f"[{max(1, round(window))}s])))")
+                f"[{prom_range(window)}])))")
     label = promql_string(",".join(queues))
     return f"max(qsim_recommended_workers{{queue={label}}}) or max(qsim_advice_observed_workers{{queue={label}}})"
 
@@ -223,7 +224,16 @@ def check_floors(kind: str, scenario: Scenario, pool: str, table: Mapping[str, A
 
 
 def _number(x: float) -> str:
-    return json.dumps(str(int(x)) if float(x).is_integer() else f"{x:g}")
+    """``x`` as a JSON string, exactly (the shortest text that reads back as the same float: 6 significant
+    digits read back as another value than the one simulated)."""
+    return json.dumps(exact(x))
+
+
+def prom_range(seconds: float) -> str:
+    """A PromQL range of ``seconds``: whole seconds (``90s``), else milliseconds (``90400ms``); at least 1 ms."""
+    if float(seconds).is_integer() and seconds >= 1:
+        return f"{int(seconds)}s"
+    return f"{max(1, round(seconds * 1000))}ms"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -449,7 +459,7 @@ def _adapter_config(ext: str, labels: Mapping[str, str], view: Mapping[str, Any]
     if view["metric"] == "p95_wait":
         series = 'qsim_job_wait_seconds_bucket{queue!=""}'
         promql = (f"histogram_quantile(0.95, sum by (le, queue) (rate(<<.Series>>{{<<.LabelMatchers>>}}"
-                  f"[{max(1, round(view['window']))}s])))")
+                  f"[{prom_range(view['window'])}])))")
     elif view["metric"] == "in_flight":  # the adapter's own name for waiting + active of the jobs gauge
         series = ('qsim_bullmq_jobs' if target == "bullmq" else 'qsim_queue_jobs') + '{queue!=""}'
         promql = ('sum(max by (queue, state) (<<.Series>>{<<.LabelMatchers>>,state=~"waiting|active"})) '

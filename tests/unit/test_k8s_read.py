@@ -438,6 +438,23 @@ def test_a_fractional_list_length_is_not_emitted_for_keda_to_refuse() -> None:
         emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2", target="bullmq")
 
 
+@pytest.mark.parametrize("table", [
+    {"policy": "hpa", "metric": "p95_wait", "metric_type": "Value", "target": 1.23456789, "window": 90.4,
+     "scale_up_tolerance": 0.123456789, "metric_from": "workers", "p95_buckets": True, "grace": 30.123456789},
+    {"policy": "qsim", "slo": "p95_wait<=2", "window": 1234.5678, "grace": 30.123456789},
+])
+def test_values_are_emitted_exactly_and_read_back_as_simulated(table: dict[str, Any], tmp_path: Path) -> None:
+    # Given values with more than 6 significant digits (they were written with 6: 1.23457, a 90 s range)
+    raw = day().to_dict()
+    raw["autoscalers"] = [{"pool": "workers", "min": 1, "max": 8, **table}]
+    s = Scenario.from_dict(raw)
+    text, rule = emit("keda", s, "workers", policy_table(s, "workers"), slo="p95_wait<=2")
+    # When the bundle is read back, Then it is the autoscaler simulated, to the last digit
+    back = apply_k8s(day(), "workers", read_objects([write(tmp_path, "b.yaml", text)], QUEUES))
+    got, want = policy_table(back, "workers"), policy_table(s, "workers")
+    assert {k: got[k] for k in table if k in got} == {k: want[k] for k in table if k in want}
+
+
 # ------------------------------------------------------------------ the command
 
 
