@@ -327,11 +327,15 @@ _SPREADING = re.compile(r"\b(sum|avg|count|min|quantile|stddev|stdvar|topk|botto
                         r"\s*)?\(\s*(?:[0-9.]+\s*,\s*)?(qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds)\b")
 
 
+def _bare(query: str) -> str:
+    """A PromQL query without its strings, label matchers and ranges (what is left: functions and operators)."""
+    return re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", re.sub(r'"(?:[^"\\]|\\.)*"', '""', query))
+
+
 def _query_shape(where: _Where, path: str, query: str) -> None:
     """Refuse what the metric name alone would misread: arithmetic, an ``*_over_time`` or ``offset``, and an
     aggregation other than ``max`` straight over a gauge every worker exports (``sum`` reads N times the backlog)."""
-    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', query)
-    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", bare)
+    bare = _bare(query)
     if re.search(r"[*/+%^-]", bare) or re.search(r"\b\w+_over_time\s*\(|\boffset\b", bare):
         where.unhonoured(path, f"is {query!r}: arithmetic, an *_over_time or an offset on the series, which qsim "
                                "does not model (it reads the series as the queries --emit writes do)")
@@ -341,9 +345,47 @@ def _query_shape(where: _Where, path: str, query: str) -> None:
                                "queue's one value, reads it once per worker (qsim reads max(...), as --emit writes)")
 
 
+def _one_value(where: _Where, path: str, query: str, queues: Sequence[str]) -> None:
+    """Refuse a query of a metric qsim reads that does not give the one value of the pool's queue: a comparison
+    (a filter), a grouping by another label than queue and state, a gauge not aggregated (a series per worker),
+    a histogram_quantile without ``sum by (le)``, or no queue label (every queue's series)."""
+    bare = _bare(query)
+    if re.search(r"[<>]|==|!=|\bbool\b", bare):
+        where.unhonoured(path, f"is {query!r}: a comparison filters the series (it reads as nothing on the other side "
+                               "of it), which qsim does not model")
+    for grouping, labels in re.findall(r"\b(by|without)\s*\(([^)]*)\)", bare):
+        other = {x.strip() for x in labels.split(",") if x.strip()} - {"queue", "state", "le"}
+        if grouping == "without" or other:
+            per = "label left" if grouping == "without" else ", ".join(sorted(other))
+            where.unhonoured(path, f"is {query!r}: {grouping} ({labels.strip()}) keeps a series per {per}, where "
+                                   "KEDA needs one value (qsim groups by queue and state at most)")
+    for gauge in re.finditer(r"\b(?:qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds|qsim_bullmq_jobs|"
+                             r"qsim_bullmq_oldest_waiting_age_seconds|qsim_recommended_workers|"
+                             r"qsim_advice_observed_workers)\b", bare):
+        if not re.search(r"\b(max|sum|avg|count|min|quantile|stddev|stdvar|topk|bottomk)\s*(?:(?:by|without)\s*"
+                         r"\([^)]*\)\s*)?\(\s*(?:[0-9.]+\s*,\s*)?$", bare[:gauge.start()]):
+            where.unhonoured(path, f"is {query!r}: {gauge.group(0)} is not aggregated, so it reads a series per "
+                                   "worker where KEDA needs one value (qsim reads max(...), as --emit writes)")
+            break
+    if "qsim_job_wait_seconds_bucket" in bare and not re.search(r"\bsum\s*by\s*\(\s*(?:queue\s*,\s*)?le\b", bare):
+        where.unhonoured(path, f"is {query!r}: histogram_quantile over the buckets without sum by (le) reads a "
+                               "quantile per worker, not the queue's (qsim reads sum by (le) (rate(...)), as --emit "
+                               "writes)")
+    if not re.search(r'queue\s*(=~|=)\s*"', query):
+        where.unhonoured(path, f"is {query!r}: it names no queue, so it reads every queue's series (qsim reads the "
+                               f"pool's: queue=\"{','.join(queues)}\")")
+
+
 def query_metric(where: _Where, path: str, query: str, queues: Sequence[str]) -> tuple[str, float | None]:
     """The metric a PromQL query on qsim's series reads, and its window (s) for ``p95_wait``."""
     _query_shape(where, path, query)
+    metric, window = _metric_of(where, path, query, queues)
+    _one_value(where, path, query, queues)
+    return metric, window
+
+
+def _metric_of(where: _Where, path: str, query: str, queues: Sequence[str]) -> tuple[str, float | None]:
+    """The metric a query reads (by the series it names), its window (s) for ``p95_wait``."""
     for op, literal in re.findall(r'queue\s*(=~|=)\s*"((?:[^"\\]|\\.)*)"', query):
         try:
             label = json.loads(f'"{literal}"')  # PromQL's string escapes (Go's): \" and \\ as in JSON
@@ -645,8 +687,8 @@ def worker_flags(where: _Where, path: str, argv: Sequence[str]) -> dict[str, Any
         p.add_argument(flag)
     p.add_argument("--advise-slo", action="append")
     known, _ = p.parse_known_args(list(argv))
-    out: dict[str, Any] = {"concurrency": _whole(where, f"{path} --concurrency", known.concurrency or WORKER_CONCURRENCY,
-                                                 1)}
+    concurrency = known.concurrency or WORKER_CONCURRENCY
+    out: dict[str, Any] = {"concurrency": _whole(where, f"{path} --concurrency", concurrency, 1)}
     if known.prefetch is not None:
         out["prefetch"] = (known.prefetch if known.prefetch == "auto"
                            else _whole(where, f"{path} --prefetch", known.prefetch, 0))

@@ -455,6 +455,33 @@ def test_values_are_emitted_exactly_and_read_back_as_simulated(table: dict[str, 
     assert {k: got[k] for k in table if k in got} == {k: want[k] for k in table if k in want}
 
 
+@pytest.mark.parametrize(("query", "said"), [
+    ('qsim_queue_jobs{queue="orders",state="waiting"}', "qsim_queue_jobs is not aggregated"),
+    ('max(qsim_queue_jobs{queue="orders",state="waiting"}) by (pod)', "by (pod) keeps a series per pod"),
+    ('max(qsim_queue_jobs{queue="orders",state="waiting"} > 20)', "a comparison filters the series"),
+    ('max(qsim_queue_jobs{state="waiting"})', "it names no queue"),
+    ('histogram_quantile(0.95, rate(qsim_job_wait_seconds_bucket{queue="orders"}[2m]))', "without sum by (le)"),
+])
+def test_a_query_that_does_not_read_the_queues_one_value_is_named(query: str, said: str, tmp_path: Path) -> None:
+    # (each was read as the metric, while KEDA errs on several series or reads a filtered or summed one)
+    so = edited(SCALED_OBJECT, "spec.triggers.0", {"type": "prometheus", "metricType": "Value", "metadata": {
+        "serverAddress": "http://prometheus:9090", "query": query, "threshold": "4"}})
+    with pytest.raises(ScenarioError, match=re.escape(said)):
+        read_objects([write(tmp_path, "a.yaml", so)], QUEUES)
+
+
+def test_the_queries_emit_writes_read_back_without_a_word(tmp_path: Path) -> None:
+    from qsim.autoscale.manifest import metric_query
+
+    for metric in ("list_length", "in_flight", "oldest_age", "p95_wait", "recommended_workers"):
+        for queues in (("orders",), ("orders", "mail")):
+            so = edited(SCALED_OBJECT, "spec.triggers.0", {"type": "prometheus", "metadata": {
+                "serverAddress": "http://prometheus:9090", "query": metric_query(metric, queues, 60.0),
+                "threshold": "4"}})
+            read = read_objects([write(tmp_path, "a.yaml", so)], queues, slo="p95_wait<=2", ignore_unknown=True)
+            assert read.ignored == () and read.autoscaler.get("metric", "recommended_workers") == metric, metric
+
+
 # ------------------------------------------------------------------ the command
 
 
