@@ -603,6 +603,28 @@ def _one_metric(where: _Where, path: str, metrics: list[dict[str, Any] | None]) 
     return read[0][1]
 
 
+_ENV_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expanded(where: _Where, path: str, argv: Sequence[str], container: Mapping[str, Any]) -> list[str]:
+    """``argv`` with ``$(VAR)`` replaced as Kubernetes replaces it, from the container's ``env`` values; a flag
+    whose value comes from elsewhere (``valueFrom``: a ConfigMap, a Secret) is not honoured and left out."""
+    env = {str(e["name"]): str(e["value"]) for e in _listing(where, path.rsplit(".", 1)[0] + ".env",
+                                                                  container.get("env"))
+           if isinstance(e, Mapping) and "name" in e and "value" in e}
+    out: list[str] = []
+    for arg in argv:
+        missing = [v for v in _ENV_REF.findall(arg) if v not in env]
+        if missing:
+            where.unhonoured(path, f"has {arg!r}, whose $({missing[0]}) is not a value in the container's env (qsim "
+                                   "cannot read a ConfigMap or Secret): the flag is read as not given")
+            if not arg.startswith("-") and out and out[-1].startswith("--") and "=" not in out[-1]:
+                out.pop()  # the flag whose value it was
+            continue
+        out.append(_ENV_REF.sub(lambda m: env[m.group(1)], arg))
+    return out
+
+
 def _worker_container(where: _Where, containers: Sequence[Mapping[str, Any]],
                       queues: Sequence[str]) -> tuple[int, list[str]] | None:
     """The index and ``qsim worker`` arguments of the container serving the pool's ``queues`` (None: no container
@@ -648,7 +670,7 @@ def deployment(where: _Where, doc: Mapping[str, Any], queues: Sequence[str]) -> 
         i, argv = worker
         at = f"spec.template.spec.containers[{i}]"
         pre_stop = _pre_stop(where, f"{at}.lifecycle.preStop", containers[i])
-        flags = worker_flags(where, f"{at}.args", argv)
+        flags = worker_flags(where, f"{at}.args", _expanded(where, f"{at}.args", argv, containers[i]))
     elif len(containers) == 1:  # another runtime's worker (BullMQ's): its preStop is taken from the grace too
         pre_stop = _pre_stop(where, "spec.template.spec.containers[0].lifecycle.preStop", containers[0])
     out.update(termination_grace_period=float(period), pre_stop=pre_stop)

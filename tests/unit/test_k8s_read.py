@@ -482,6 +482,19 @@ def test_the_queries_emit_writes_read_back_without_a_word(tmp_path: Path) -> Non
             assert read.ignored == () and read.autoscaler.get("metric", "recommended_workers") == metric, metric
 
 
+def test_a_flag_set_from_the_containers_env_is_read_as_kubernetes_expands_it(tmp_path: Path) -> None:
+    at = "spec.template.spec.containers.0"
+    dep = edited(edited(DEPLOYMENT, f"{at}.args", ["worker", "app.jobs:handle", "--queue", "orders", "--concurrency",
+                                                   "$(CONC)", "--shutdown-grace=$(GRACE)"]),
+                 f"{at}.env", [{"name": "CONC", "value": "6"},
+                               {"name": "GRACE", "valueFrom": {"configMapKeyRef": {"name": "w", "key": "grace"}}}])
+    # (it was "--concurrency must be a whole number, got '$(CONC)'", --ignore-unknown or not)
+    with pytest.raises(ScenarioError, match=r"has '--shutdown-grace=\$\(GRACE\)', whose \$\(GRACE\) is not a value"):
+        read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + dep)], QUEUES)
+    read = read_objects([write(tmp_path, "a.yaml", SCALED_OBJECT + "---\n" + dep)], QUEUES, ignore_unknown=True)
+    assert read.pool["concurrency"] == 6 and read.pool["grace"] == WORKER_SHUTDOWN_GRACE and len(read.ignored) == 1
+
+
 # ------------------------------------------------------------------ the command
 
 
