@@ -909,6 +909,8 @@ def _check_window(s: Scenario, where: _Where) -> None:
     w = s.window
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
         raise where.error("window", f"must be a number of seconds > 0, got {_show(w)}")
+    if s.warmup >= s.duration:  # no measured run at all: the warmup is what is wrong (a --vary may set it)
+        raise where.error("warmup", f"must be < duration ({plain(s.duration)}), got {plain(s.warmup)}")
     if w > s.duration - s.warmup:
         raise where.error("window", f"must be at most the measured run, duration - warmup = "
                                     f"{plain(s.duration - s.warmup)} s, got {plain(w)}")

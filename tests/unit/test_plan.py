@@ -53,6 +53,8 @@ def test_with_params_sets_nested_fields_and_keeps_types() -> None:
     ({"jobs.a.fail_prob": 2}, "jobs[0].fail_prob must be <= 1, got 2"),
     ({"duration": 0}, "duration must be > 0, got 0"),
     ({"warmup": 400}, "warmup must be < duration (300), got 400"),
+    # with a window set, the warmup still (it named the window: "duration - warmup = -100 s")
+    ({"window": 30, "warmup": 400}, "warmup must be < duration (300), got 400"),
 ])
 def test_with_params_refuses_bad_paths_and_values(params: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioError, match=re.escape(message)):
