@@ -34,7 +34,7 @@ from qsim.autoscale.hpa import Recommend
 from qsim.engine import AsyncQueue, FlowProducer, JobInfo
 from qsim.engine.eventloop import cancel_and_wait
 from qsim.engine.safety import unreachable
-from qsim.errors import NotSupportedError, QsimError, RedisUnavailable
+from qsim.errors import HarnessError, NotSupportedError, QsimError, RedisUnavailable
 from qsim.harness.aio import run_sync
 from qsim.harness.autoscaling import EngineAutoscaler
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
@@ -155,10 +155,13 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
         infos = [info for q in queues.values() for info in await q.job_records()]
         records = _records(infos, added, t0, slot_changes, processes)
-        if not keep:
-            await _delete_keys(client, prefix)
+    except (RedisUnavailable, redis.ConnectionError, redis.TimeoutError) as e:
+        # reached at the start: Redis went away during the run, a failure of the run, not bad input
+        raise HarnessError(f"Redis went away during the run: {e}") from e
     finally:
         pools.stop_all(timeout=5)  # at once when stopped already; blocking on purpose (a cancelled run too)
+        if not keep:  # whatever ended the run (an error, Ctrl-C), its keys go
+            await _forget(client, prefix)
         for q in queues.values():
             await q.close()
         await client.aclose()
@@ -316,6 +319,14 @@ def _timeseries(jobs: pd.DataFrame) -> pd.DataFrame:
         frames.append(pd.DataFrame({"time": t[order], "queue": queue, "waiting": np.cumsum(dw[order]).astype(int),
                                     "active": np.cumsum(da[order]).astype(int)}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["time", "queue", "waiting", "active"])
+
+
+async def _forget(client: redis.asyncio.Redis, prefix: str) -> None:
+    """Delete the run's keys; where Redis cannot be reached any more, say which keys stay."""
+    try:
+        await _delete_keys(client, prefix)
+    except (redis.RedisError, OSError) as e:
+        logger.warning("the run's keys stay in Redis (%s): delete the keys matching %s:* when it is back", e, prefix)
 
 
 async def _delete_keys(client: redis.asyncio.Redis, prefix: str) -> None:

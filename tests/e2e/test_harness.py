@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from waiting import wait_until
+
 from qsim.harness.plan import plan_jobs
 from qsim.harness.run import run_scenario
 from qsim.model import simulate
@@ -151,3 +153,49 @@ def test_limits_policies_flows_and_fan_out_on_the_engine(redis_url: str) -> None
     assert active <= 3
     starts = sorted(jobs.loc[jobs["queue"] == "slow", "started"])
     assert all(b - a >= 1.0 - 1e-3 for a, b in zip(starts, starts[5:]))
+
+
+LONG_RUN = ('name = "long"\nduration = 30.0\n[[queues]]\nname = "q"\n'
+            '[[jobs]]\nname = "a"\nqueue = "q"\narrival = { kind = "poisson", rate = 20.0 }\n'
+            'service = { kind = "constant", mean = 0.01 }\n[[pools]]\nname = "p"\nqueues = ["q"]\n')
+
+
+def _started_run(tmp_path: Any, url: str, client: Any) -> subprocess.Popen[str]:
+    """``qsim run`` of a 30 s scenario on ``url``, once its jobs are being added (Ctrl-C reaches it: a test
+    run in the background may have SIGINT ignored, which a child would inherit)."""
+    import signal
+
+    path = tmp_path / "long.toml"
+    path.write_text(LONG_RUN)
+    p = subprocess.Popen([sys.executable, "-m", "qsim", "run", str(path), "--redis", url, "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_until(lambda: any(b":job:" in k for k in client.scan_iter(match="qsim-run-*", count=1000)), timeout=60)
+    return p
+
+
+def test_an_interrupted_run_leaves_no_keys(tmp_path: Any, own_redis: Any) -> None:
+    import signal
+
+    import redis
+
+    client = redis.Redis.from_url(own_redis.url)
+    p = _started_run(tmp_path, own_redis.url, client)
+    # When it is interrupted (Ctrl-C) halfway
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    # Then it says so (130) and its keys are gone, as at the end of a run (all 25 stayed)
+    assert p.returncode == 130 and "interrupted" in err, err
+    assert list(client.scan_iter(match="qsim-run-*")) == []
+
+
+def test_a_redis_that_goes_away_during_a_run_is_a_failure_not_bad_input(tmp_path: Any, own_redis: Any) -> None:
+    import redis
+
+    client = redis.Redis.from_url(own_redis.url)
+    p = _started_run(tmp_path, own_redis.url, client)
+    # When Redis is killed halfway
+    own_redis.kill()
+    _, err = p.communicate(timeout=120)
+    # Then the run failed (1), said in one line, and not as a bad URL (2, as for a Redis unreachable at the start)
+    assert p.returncode == 1 and "Redis went away during the run" in err and "Traceback" not in err, err
