@@ -38,7 +38,10 @@ __all__ = ["TypeFit", "Calibration", "with_paths"]
 
 def _when(t: float) -> str:
     if t > 1e9:  # Unix time
-        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        try:
+            return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except (ValueError, OverflowError, OSError):  # beyond the calendar datetime knows
+            pass
     return f"{t:.6g} s"
 
 

@@ -77,6 +77,22 @@ def _column(df: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(df[column], errors="coerce").to_numpy(float) if column in df else np.full(len(df), np.nan)
 
 
+#: The largest time read as seconds: the year 5138 in Unix time. Epoch milliseconds (about 1.7e12 today) are above
+#: it, and would be read as jobs 1,000 times slower and rarer than they were.
+MAX_SECONDS = 1e11
+
+
+def _check_seconds(df: pd.DataFrame, label: str) -> None:
+    """Refuse times that are not seconds (milliseconds since the epoch, most often), naming the column."""
+    for c in ("enqueued", "started", "finished"):
+        values = _column(df, c)
+        big = np.abs(values) > MAX_SECONDS
+        if big.any():
+            row = int(np.flatnonzero(big)[0])
+            raise CalibrationError(f"{label} line {row + 2}: {c} is {values[row]:.6g}, not a time in seconds "
+                                   "(milliseconds since the epoch? divide by 1000): the table's times are seconds")
+
+
 #: The kinds of impossible row, in the order they are looked for: (name, what the message says).
 _KINDS = (
     ("enqueued empty", "enqueued is empty"),
@@ -161,6 +177,7 @@ def measured_from_table(df: pd.DataFrame, *, label: str = "table", drop_bad_rows
     for c in ("enqueued", "started", "finished", *_NUMERIC_OPTIONAL):
         if c in df:
             _numbers(df, c, label)
+    _check_seconds(df, label)
     df, dropped = _check_rows(df, label, drop_bad_rows)
     if len(df) == 0:
         raise CalibrationError(f"{label}: every row is impossible ({dropped[0]})")

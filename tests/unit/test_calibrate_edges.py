@@ -205,3 +205,26 @@ def test_a_job_name_toml_must_escape_round_trips_through_the_cli(tmp_path: Path,
     assert main(["simulate", str(tmp_path / "cal.toml"), "--json"]) == 0
     capsys.readouterr()
     assert math.isfinite(s.job(odd).service.mean)
+
+
+def test_times_in_milliseconds_are_named_not_fitted_or_a_traceback(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a table whose times are epoch milliseconds (it crashed writing --out: year 55840 is out of range;
+    # without --out it fitted jobs 1,000 times rarer and slower than they were)
+    path = queue_csv(tmp_path / "jobs.csv", n=100, rate=4.0, slots=2)
+    df = pd.read_csv(path)
+    for c in ("enqueued", "started", "finished"):
+        df[c] = (df[c] + 1.7e9) * 1000
+    df.to_csv(path, index=False)
+    for extra in ([], ["--out", str(tmp_path / "fit.toml")]):
+        code, out, err = cli(capsys, "--from", "csv", str(path), *extra)
+        # Then it is bad input, in one line naming the line, the column and the likely cause
+        assert code == 2 and out == "" and "line 2: enqueued is 1.7e+12, not a time in seconds (milliseconds" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "fit.toml").exists()
+
+
+def test_a_time_beyond_the_calendar_is_shown_as_seconds() -> None:
+    from qsim.calibrate.report import _when
+
+    assert _when(1.7e9).endswith("UTC") and _when(9e15) == "9e+15 s"
