@@ -35,6 +35,7 @@ from qsim.cli.common import (
     pos_int,
     print_json,
     redis_url,
+    repeated,
     resolve_redis_url,
 )
 from qsim.cli.plan import confidence_arg, replications_arg
@@ -63,6 +64,8 @@ def _check(args: argparse.Namespace) -> str | None:
 
     if args.group and args.source != "qsim":
         return "--group applies only to --from qsim (the engine's queue groups)"
+    if repeated(args.queue, "--queue"):
+        return repeated(args.queue, "--queue")
     if args.watch is None and args.metrics_port is not None:
         return "--metrics-port needs --watch S (it serves the advice while watching)"
     try:

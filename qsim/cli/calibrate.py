@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from qsim.cli.common import (EXIT_BAD_INPUT, EXIT_OK, Progress, err, pos_float, pos_int, print_json, redis_url,
-                              resolve_redis_url)
+                              repeated, resolve_redis_url)
 from qsim.errors import UsageError
 from qsim.results.outpath import out_dir, out_file
 
@@ -60,6 +60,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"a FILE ({args.file}) is read only with --from csv"
     if args.source in ("qsim", "bullmq") and not args.queue:
         return f"--from {args.source} needs --queue NAME (repeat it for several queues)"
+    if repeated(args.queue, "--queue"):
+        return repeated(args.queue, "--queue")
     if args.group and args.source != "qsim":
         return "--group applies only to --from qsim (the engine's queue groups)"
     if args.drop_bad_rows and args.source != "csv":

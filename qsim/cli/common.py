@@ -247,3 +247,14 @@ def parse_vary(items: list[str]) -> dict[str, list[float | int]]:
         except ScenarioError as e:
             raise ScenarioError(f"--vary {path.strip()}: {e}") from None
     return vary
+
+
+def repeated(values: list[str] | None, option: str) -> str | None:
+    """The problem with an option given the same value twice (``--queue a --queue a``), in one sentence; None:
+    none repeats. A queue read twice would count each of its jobs twice."""
+    seen: set[str] = set()
+    for v in values or []:
+        if v in seen:
+            return f"{option} {v} is given twice: give each once"
+        seen.add(v)
+    return None

@@ -513,3 +513,11 @@ def test_a_vary_path_given_twice_is_named_not_overwritten(capsys: pytest.Capture
     code, out, err = cli(capsys, "plan", "workshop", "--slo", "p95_wait<=2", "--vary", "pools.craftsmen.workers=1",
                          "--vary", "pools.craftsmen.workers=2")
     assert code == 2 and out == "" and "--vary pools.craftsmen.workers is given twice" in err
+
+
+@pytest.mark.parametrize("argv", [["calibrate", "--from", "qsim"], ["advise", "--slo", "p95_wait<=2"]])
+def test_a_queue_given_twice_is_named_before_redis_is_read(argv: list[str],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # (calibrate read each job twice: twice the rate, misfit as bursts, twice the concurrency)
+    code, out, err = cli(capsys, *argv, "--redis", CLOSED, "--queue", "c1", "--queue", "c1")
+    assert code == 2 and out == "" and "--queue c1 is given twice" in err
