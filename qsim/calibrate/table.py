@@ -86,7 +86,7 @@ def _check_seconds(df: pd.DataFrame, label: str) -> None:
     """Refuse times that are not seconds (milliseconds since the epoch, most often), naming the column."""
     for c in ("enqueued", "started", "finished"):
         values = _column(df, c)
-        big = np.abs(values) > MAX_SECONDS
+        big = np.isfinite(values) & (np.abs(values) > MAX_SECONDS)  # (not finite: an impossible row)
         if big.any():
             row = int(np.flatnonzero(big)[0])
             raise CalibrationError(f"{label} line {row + 2}: {c} is {values[row]:.6g}, not a time in seconds "
