@@ -95,20 +95,22 @@ def qsim_args(command: Sequence[Any], args: Sequence[Any], verb: str) -> list[st
             argv = shlex.split(argv[2])
         except ValueError:
             return None
-    for k in range(len(argv) - 1):
-        if Path(argv[k]).name == "qsim":
-            rest = argv[k + 1:]
-            while rest[:1] and _GLOBAL_OPTION.fullmatch(rest[0]):  # qsim's own options come before the verb
-                rest = rest[1:]
-            if rest[:1] == [verb]:
-                return rest[1:]
+    starts = [k + 1 for k in range(len(argv) - 1) if Path(argv[k]).name == "qsim"]
     if not command:  # the image's ENTRYPOINT is qsim: args start with its options or the verb
-        rest = argv
-        while rest[:1] and _GLOBAL_OPTION.fullmatch(rest[0]):
-            rest = rest[1:]
+        starts.append(0)
+    for k in starts:
+        rest = _after_options(argv[k:])
         if rest[:1] == [verb]:
             return rest[1:]
     return None
+
+
+def _after_options(argv: list[str]) -> list[str]:
+    """``argv`` from its first word that is not one of qsim's own options (they come before the verb)."""
+    k = 0
+    while k < len(argv) and _GLOBAL_OPTION.fullmatch(argv[k]):
+        k += 1
+    return argv[k:]
 
 
 def worker_deployment(base: Mapping[str, Any] | None, *, name: str, queues: Sequence[str], concurrency: int,
@@ -123,10 +125,10 @@ def worker_deployment(base: Mapping[str, Any] | None, *, name: str, queues: Sequ
     doc = copy.deepcopy(dict(base)) if base is not None else _plain(name, queues)
     doc["spec"]["replicas"] = int(replicas)
     pod = doc["spec"]["template"]["spec"]
-    workers = [c for c in pod.get("containers", []) if isinstance(c, dict)
-               and qsim_args(c.get("command") or [], c.get("args") or [], "worker") is not None]
-    serving = [c for c in workers if sorted(worker_queues(qsim_args(c.get("command") or [], c.get("args") or [],
-                                                                    "worker") or [])) == sorted(queues)]
+    argvs = [(c, qsim_args(c.get("command") or [], c.get("args") or [], "worker"))
+             for c in pod.get("containers", []) if isinstance(c, dict)]
+    workers = [c for c, argv in argvs if argv is not None]
+    serving = [c for c, argv in argvs if argv is not None and sorted(worker_queues(argv)) == sorted(queues)]
     if not workers:  # the read Deployment runs no qsim worker: the settings go to a plain one
         return worker_deployment(None, name=name, queues=queues, concurrency=concurrency, grace=grace,
                                  pre_stop=pre_stop, advise=advise, replicas=replicas)

@@ -322,9 +322,18 @@ def _queue_expressions(where: _Where, path: str, value: Any, queues: Sequence[st
     return named
 
 
+#: PromQL's aggregations other than max.
+_NOT_MAX = "sum|avg|count|min|quantile|stddev|stdvar|topk|bottomk"
+
+
+def _opening(names: str) -> str:
+    """The pattern of one of the aggregations ``names`` opening its parenthesis (``sum by (queue) (``,
+    ``topk(3, ``)."""
+    return rf"\b({names})\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*(?:[0-9.]+\s*,\s*)?"
+
+
 #: Aggregations that, applied straight to a gauge every worker exports, do not read the queue's value once.
-_SPREADING = re.compile(r"\b(sum|avg|count|min|quantile|stddev|stdvar|topk|bottomk)\s*(?:(?:by|without)\s*\([^)]*\)"
-                        r"\s*)?\(\s*(?:[0-9.]+\s*,\s*)?(qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds)\b")
+_SPREADING = re.compile(_opening(_NOT_MAX) + r"(qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds)\b")
 
 
 def _bare(query: str) -> str:
@@ -362,8 +371,7 @@ def _one_value(where: _Where, path: str, query: str, queues: Sequence[str]) -> N
     for gauge in re.finditer(r"\b(?:qsim_queue_jobs|qsim_queue_oldest_waiting_age_seconds|qsim_bullmq_jobs|"
                              r"qsim_bullmq_oldest_waiting_age_seconds|qsim_recommended_workers|"
                              r"qsim_advice_observed_workers)\b", bare):
-        if not re.search(r"\b(max|sum|avg|count|min|quantile|stddev|stdvar|topk|bottomk)\s*(?:(?:by|without)\s*"
-                         r"\([^)]*\)\s*)?\(\s*(?:[0-9.]+\s*,\s*)?$", bare[:gauge.start()]):
+        if not re.search(_opening("max|" + _NOT_MAX) + "$", bare[:gauge.start()]):
             where.unhonoured(path, f"is {query!r}: {gauge.group(0)} is not aggregated, so it reads a series per "
                                    "worker where KEDA needs one value (qsim reads max(...), as --emit writes)")
             break
@@ -630,24 +638,25 @@ def _worker_container(where: _Where, containers: Sequence[Mapping[str, Any]],
     """The index and ``qsim worker`` arguments of the container serving the pool's ``queues`` (None: no container
     runs ``qsim worker``). A pod whose worker containers serve other queues, or two that serve these, is an
     error naming them: which one the pool is cannot be told."""
-    found = []
+    found = []  # (index, arguments, queues) of each container running qsim worker
     for i, c in enumerate(containers):
         at = f"spec.template.spec.containers[{i}]"
         argv = qsim_args(_listing(where, f"{at}.command", c.get("command")),
                          _listing(where, f"{at}.args", c.get("args")), "worker")
         if argv is not None:
-            found.append((i, argv))
+            found.append((i, argv, worker_queues(argv)))
     if not found:
         return None
-    serving = [(i, argv) for i, argv in found if sorted(worker_queues(argv)) == sorted(queues)]
-    unnamed = [(i, argv) for i, argv in found if not worker_queues(argv)]  # queues from the environment
+    serving = [f for f in found if sorted(f[2]) == sorted(queues)]
+    unnamed = [f for f in found if not f[2]]  # queues from the environment
     if len(serving) == 1 or (not serving and len(unnamed) == 1):
-        return (serving or unnamed)[0]
-    paths = ", ".join(f"spec.template.spec.containers[{i}]" for i, _ in (serving or unnamed or found))
+        i, argv, _ = (serving or unnamed)[0]
+        return i, argv
+    paths = ", ".join(f"spec.template.spec.containers[{f[0]}]" for f in (serving or unnamed or found))
     if serving or unnamed:
         raise where.error(paths, f"run qsim worker on the pool's queues ({', '.join(queues)}) in several "
                                  "containers of one pod: qsim reads one worker per pod")
-    served = "; ".join(", ".join(worker_queues(argv)) for _, argv in found)
+    served = "; ".join(", ".join(f[2]) for f in found)
     raise where.error(paths, f"run qsim worker on other queues ({served}) than the pool serves "
                              f"({', '.join(queues)}): give the pool's Deployment, or --pool the pool it is")
 
@@ -854,9 +863,9 @@ def read_objects(files: Sequence[str | os.PathLike[str]], queues: Sequence[str],
     docs = _documents(files)
     try:
         return _read(docs, files, queues, slo, ignore_unknown)
+    except ScenarioError:
+        raise
     except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
-        if isinstance(e, ScenarioError):
-            raise
         # a field of a shape the reader does not check (each it checks is named with its path)
         raise ScenarioError(f"--k8s: {', '.join(map(str, files))}: an object has a field of the wrong shape, so it "
                             f"is not one Kubernetes would accept ({type(e).__name__}: {e})") from None

@@ -30,13 +30,13 @@ from qsim.cli.common import (
     err,
     finite,
     nonneg_float,
-    seed_int,
     pos_float,
     pos_int,
     print_json,
     redis_url,
     repeated,
     resolve_redis_url,
+    seed_int,
 )
 from qsim.cli.plan import confidence_arg, replications_arg
 from qsim.errors import ScenarioError, UsageError
@@ -64,8 +64,8 @@ def _check(args: argparse.Namespace) -> str | None:
 
     if args.group and args.source != "qsim":
         return "--group applies only to --from qsim (the engine's queue groups)"
-    if repeated(args.queue, "--queue"):
-        return repeated(args.queue, "--queue")
+    if twice := repeated(args.queue, "--queue"):
+        return twice
     if args.watch is None and args.metrics_port is not None:
         return "--metrics-port needs --watch S (it serves the advice while watching)"
     try:

@@ -60,8 +60,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"a FILE ({args.file}) is read only with --from csv"
     if args.source in ("qsim", "bullmq") and not args.queue:
         return f"--from {args.source} needs --queue NAME (repeat it for several queues)"
-    if repeated(args.queue, "--queue"):
-        return repeated(args.queue, "--queue")
+    if twice := repeated(args.queue, "--queue"):
+        return twice
     if args.group and args.source != "qsim":
         return "--group applies only to --from qsim (the engine's queue groups)"
     if args.drop_bad_rows and args.source != "csv":

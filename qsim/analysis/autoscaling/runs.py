@@ -198,7 +198,7 @@ def with_policy(scenario: Scenario, pool: str, policy: str, slo: SLO, **params: 
     own = old.filled() if old is not None and old.policy == policy else {}
     own.pop("policy", None)
     fill = derived(policy, scenario, pool, slo)
-    if old is not None and old.policy == policy and getattr(old, "target", 0) is None:
+    if old is not None and old.policy == policy and old.target is None:
         fill.pop("target", None)  # a schedule with no reactive trigger: its floors are its only triggers
     spec = AutoscalerSpec(pool=pool, policy=policy, **{**common, **fill, **own, **params})
     others = tuple(a for a in scenario.autoscalers if a.pool != pool)
