@@ -50,6 +50,7 @@ def slept(url: str, queue: str, ids: list[str]) -> float:
 
 
 @needs_node
+@pytest.mark.long  # BullMQ 6 has the same round trip in the default run (tests/e2e/test_bullmq_target.py)
 def test_bullmq5_round_trip(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     bq = BullMQ("5")
     # Given a real BullMQ 5 worker (named, concurrency 6) with known service distributions

@@ -119,16 +119,18 @@ def test_every_policy_has_a_space_over_its_decisive_knobs() -> None:
     ("poll", 0, "autoscalers[0].poll must be > 0, got 0.0"),
 ])
 def test_a_tuning_grid_point_is_held_to_the_scenarios_rules(knob: str, value: float, message: str,
-                                                            tmp_path: Path) -> None:
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from qsim.cli import main
+
     base = with_policy(step_load(), "p", "hpa", parse_slo(SLO))
     with pytest.raises(ScenarioError, match=re.escape(f"--vary autoscalers.p.{knob}={value!r}: {message}")):
         apply_point(base, {f"autoscalers.p.{knob}": value})
     # and from the command line: exit 2, one line, before anything runs
     path = write_toml(step_load(), tmp_path / "step.toml")
-    run = subprocess.run([sys.executable, "-m", "qsim", "autoscale", str(path), "--slo", SLO, "--tune", "hpa",
-                          "--processes", "1", "--vary", f"autoscalers.p.{knob}={value}"],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    code = main(["autoscale", str(path), "--slo", SLO, "--tune", "hpa", "--processes", "1", "--vary",
+                 f"autoscalers.p.{knob}={value}"])
+    out, err = capsys.readouterr()
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and not out, err
 
 
 def test_equal_costs_are_ties_not_an_arbitrary_best() -> None:

@@ -763,16 +763,21 @@ def test_the_target_and_documents_are_checked(tmp_path: Path) -> None:
         assert message in str(e.value), str(e.value)
 
 
-def test_cli_checks_its_flags(tmp_path: Path) -> None:
+def test_cli_checks_its_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from qsim.cli import main
+
     toml = tmp_path / "day.toml"
     qsim.save(day(), toml)
     so = write(tmp_path, "so.yaml", SCALED_OBJECT)
     for extra, message in ((["--k8s", so, "--policy", "hpa"], "give --policy or --k8s, not both"),
                            (["--ignore-unknown"], "--ignore-unknown goes with --k8s"),
                            (["--k8s", so, "--pool", "nobody"], "--pool names no pool")):
-        run = subprocess.run([sys.executable, "-m", "qsim", "autoscale", str(toml), "--slo", "p95_wait<=2",
-                              *extra], capture_output=True, text=True)
-        assert run.returncode == 2 and message in run.stderr, run.stderr
+        try:
+            code = main(["autoscale", str(toml), "--slo", "p95_wait<=2", *extra])
+        except SystemExit as stop:  # argparse's own errors
+            code = stop.code
+        err = capsys.readouterr().err
+        assert code == 2 and message in err, err
 
 
 @pytest.mark.parametrize("queue", ["- x", "a\u2028b", 'o"rd', "it's: #1 {x}", "ünï|.*"])

@@ -25,7 +25,10 @@ def test_the_configuration_is_strict_over_the_whole_package() -> None:
     assert relaxed == [["qsim.loadtest.shape"]], "relax a module only where an untyped library forces it"
 
 
-@pytest.mark.timeout(900)  # mypy --strict of the whole package from a cold cache: 1.5 min idle, more when busy
+# mypy --strict of the whole package from a cold cache (a fresh clone): 1.5 min idle, more when busy; CI runs it
+# in its long step, beside the notebooks (the default run stays within its minutes on a busy machine)
+@pytest.mark.long
+@pytest.mark.timeout(900)
 def test_mypy_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given the repository (its pyproject.toml says what to check and how; a cache next to the sources)
     monkeypatch.chdir(REPO)
