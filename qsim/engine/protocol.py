@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -205,7 +206,7 @@ def fetch_multi_call(
 
 
 def parse_fetch(reply: str) -> list[Fetched]:
-    return [Fetched(*r) for r in json.loads(reply)[1:]]
+    return parse_fetch_status(reply).jobs
 
 
 class FetchReply(NamedTuple):
@@ -227,8 +228,18 @@ def parse_fetch_status(reply: str) -> FetchReply:
     """The jobs and status of a ``fetch`` reply."""
     r = json.loads(reply)
     status = r[0]
-    return FetchReply([Fetched(*j) for j in r[1:]], int(status[0]), [int(i) for i in status[3:]], status[1] == 1,
-                      float(status[2]))
+    at = float(status[2])
+    return FetchReply([_fetched(j, at) for j in r[1:]], int(status[0]), [int(i) for i in status[3:]],
+                      status[1] == 1, at)
+
+
+def _fetched(job: list[str], at: float) -> Fetched:
+    """A job of a fetch reply, its wait taken from the enqueue stamp the script returns on a first start."""
+    try:
+        stamp = float(job[9]) if job[9] else math.nan
+    except ValueError:  # a hash edited by hand
+        stamp = math.nan
+    return Fetched(*job[:9], f"{at - stamp:.6f}" if math.isfinite(stamp) else "")
 
 
 def complete_call(

@@ -42,6 +42,24 @@ def test_every_script_has_a_header_listing_keys_argv_and_returns() -> None:
         assert "KEYS[1]" in head and "ARGV[1]" in head and "Returns" in head, name
 
 
+def test_every_script_brings_the_library_definitions_it_uses_and_only_those() -> None:
+    import re
+
+    from qsim.engine.scripts import LUA_INCLUDES, _definitions, _lua_file
+
+    library = {n for inc in LUA_INCLUDES for names, _ in _definitions(_lua_file(inc)) for n in names}
+    for name in SCRIPT_NAMES:
+        src = lua_source(name)
+        defined = {n.strip() for m in re.findall(r"^\s*local (?:function )?(\w+(?:\s*,\s*\w+)*)", src, re.M)
+                   for n in m.split(",")}
+        code = "\n".join(line.split("--", 1)[0] for line in src.splitlines())  # comments may name anything
+        used = set(re.findall(r"\w+", code)) & library
+        # Then every library name the code uses is defined in it (Redis would fail the call on a missing
+        # one), and no library function it never calls is made on each call
+        assert used <= defined, (name, used - defined)
+        assert {n for n in defined & library if n.startswith("qsim_")} <= used, name
+
+
 def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_client: redis.Redis) -> None:
     # Given jobs of priorities 5, 1, 5, 1, 0 added in that order
     ids = P.parse_add(call(P.add_call(K, [spec("a", prio=5), spec("b", prio=1), spec("c", prio=5),

@@ -39,14 +39,28 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 local out = {}
 local wake = false
+-- the counters move once per call, not once per job: the ids to generate are taken in one INCRBY (an id
+-- some job already has is skipped, as INCR by INCR), and every job gets the next FIFO position whether it
+-- waits or not (qsim_back_score's numbers, with gaps where a job was delayed or already there)
+local gen = 0
+for i = 0, n - 1 do
+  if ARGV[4 + i * stride] == '' then gen = gen + 1 end
+end
+local next_id = 0
+if gen > 0 then next_id = redis.call('INCRBY', KEYS[4], gen) - gen end
+local seq = redis.call('INCRBY', KEYS[5], n) - n
+local waiting = qsim_batch('ZADD', KEYS[1])
 for i = 0, n - 1 do
   local b = 4 + i * stride
   local id = ARGV[b]
   local exists = false
+  seq = seq + 1
   if id == '' then
-    repeat
+    next_id = next_id + 1
+    id = string.format('%d', next_id)
+    while redis.call('EXISTS', prefix .. id) == 1 do
       id = tostring(redis.call('INCR', KEYS[4]))
-    until redis.call('EXISTS', prefix .. id) == 0
+    end
   else
     exists = redis.call('EXISTS', prefix .. id) == 1
   end
@@ -63,8 +77,8 @@ for i = 0, n - 1 do
       state = 'delayed'
       redis.call('ZADD', KEYS[2], now_ms + delay, id)
     else
-      local score = qsim_back_score(prio, KEYS[5])
-      redis.call('ZADD', KEYS[1], score, id)
+      local score = (prio or 0) * QSIM_LEVEL + QSIM_HALF + seq % QSIM_HALF
+      waiting.add(score, id)
       if rkey ~= '' and qsim_has_lanes(base) then
         qsim_lane_put(base, id, score, ARGV[b + 8])
       end
@@ -72,7 +86,7 @@ for i = 0, n - 1 do
     redis.call('HSET', jk, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
       'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
       'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
-      'attempts_made', 0, 'stalled', 0)
+      'attempts_made', '0', 'stalled', '0')
     if rkey ~= '' then
       redis.call('HSET', jk, 'rkey', ARGV[b + 8])
     end
@@ -81,6 +95,7 @@ for i = 0, n - 1 do
     wake = true
   end
 end
+waiting.flush()
 if wake and redis.call('LLEN', KEYS[3]) == 0 then
   redis.call('RPUSH', KEYS[3], '1')
 end

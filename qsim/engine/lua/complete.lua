@@ -26,9 +26,13 @@ Returns one code per job:
      corrupt set (job_lib); the rest of the batch goes on
 A completed child of a flow is recorded on its parent (flow_lib).
 With a concurrency_limit and jobs waiting, the queue's marker (<base>marker) is pushed.
+
+Completions go on when Redis is at its maxmemory under noeviction (extend_lock.lua says why that holds):
+PERSIST on the active set, a write that cannot grow memory, goes first.
 ]]
 -- @include job_lib
 -- @include flow_lib
+redis.call('PERSIST', KEYS[1])
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
@@ -37,6 +41,8 @@ local base = string.sub(prefix, 1, -5)
 local maxlen = ARGV[2]
 local codes = {}
 local done = 0
+local now_ms_text = string.format('%d', now_ms)
+local leave_active, enter_completed = qsim_batch('ZREM', KEYS[1]), qsim_batch('ZADD', KEYS[2])
 local notices = tonumber(ARGV[5])
 for i = 6 + 2 * notices, #ARGV, 4 do
   local id = ARGV[i]
@@ -55,7 +61,7 @@ for i = 6 + 2 * notices, #ARGV, 4 do
   elseif f[2] ~= 'active' then
     codes[#codes + 1] = -1
   else
-    redis.call('ZREM', KEYS[1], id)
+    leave_active.add(id)
     if f[11] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
     local hs = {'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
       'attempts_made', (tonumber(f[5]) or 0) + 1}
@@ -63,7 +69,7 @@ for i = 6 + 2 * notices, #ARGV, 4 do
     hs[#hs + 1] = 'log'
     hs[#hs + 1] = qsim_log(f[6], (started or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';')
     redis.call('HSET', jk, unpack(hs))
-    redis.call('ZADD', KEYS[2], now_ms, id)
+    enter_completed.add(now_ms_text, id)
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
     codes[#codes + 1] = 1
     done = done + 1
@@ -72,6 +78,8 @@ for i = 6 + 2 * notices, #ARGV, 4 do
     end
   end
 end
+leave_active.flush()
+enter_completed.flush()
 for i = 6, 5 + 2 * notices, 2 do
   local jk = prefix .. ARGV[i]
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'held')

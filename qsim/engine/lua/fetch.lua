@@ -61,8 +61,9 @@ now is Redis' time of the call ("<s>.<us>", the time the jobs were locked: the
 worker ages a held job's lock from it, not from when it read the reply); the i are the
 unkeyed ones among those queues (held back whole: the worker need not wake
 for their adds; a keyed queue's new job may have a key with room). job = [id, token,
-name, data, attempts_made, max_attempts, backoff, timeout, queue index, wait], all
-strings; wait is the seconds from enqueued_at to now on the job's first start, else "".
+name, data, attempts_made, max_attempts, backoff, timeout, queue index, enqueued], all
+strings; enqueued is the hash's enqueued_at on the job's first start, else "" (the worker
+takes it from now: the job's wait, qsim.engine.protocol.parse_fetch_status).
 Ids whose hash is gone are dropped; a hash missing fields is returned with ""
 for them (the worker sends it to the DLQ); a job key of another type than a
 hash goes to the DLQ and the corrupt set here (job_lib).
@@ -254,6 +255,8 @@ end
 
 local out = {{-1, limited, now_s}}
 local k = 0
+local expiry_text = string.format('%d', expiry)
+local locked = {}  -- per queue of the call: its active set's ZADD, sent once at the end (qsim_batch)
 local touched = {}  -- rate-limit ZSETs written: their expiry is renewed once at the end
 local function start(q, i, id, s)
   local jk = q.prefix .. id
@@ -266,10 +269,8 @@ local function start(q, i, id, s)
     return
   end
   if not (f[1] or redis.call('EXISTS', jk) == 1) then return end
-  local waited = ''
-  if not f[7] and tonumber(f[8] or '') then
-    waited = string.format('%.6f', now_us / 1000000 - tonumber(f[8]))
-  end
+  local enqueued = ''  -- on a first start: the worker takes it from now (the subtraction costs Redis nothing)
+  if not f[7] and f[8] then enqueued = f[8] end
   k = k + 1
   local tok = tokp .. ':' .. k
   local hs = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok}
@@ -282,7 +283,8 @@ local function start(q, i, id, s)
     hs[#hs + 1] = '1'
   end
   redis.call('HSET', jk, unpack(hs))
-  redis.call('ZADD', q.active, expiry, id)
+  if not locked[i] then locked[i] = qsim_batch('ZADD', q.active) end
+  locked[i].add(expiry_text, id)
   q.room = q.room - 1
   q.took = true
   if q.rmax then
@@ -294,7 +296,7 @@ local function start(q, i, id, s)
     redis.call('ZADD', zk, now_us, tok)
     touched[zk] = math.ceil(q.rper / 1000) + 1000
   end
-  out[k + 1] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0', tostring(i), waited}
+  out[k + 1] = {id, tok, f[1] or '', f[2] or '', f[3] or '0', f[4] or '1', f[5] or '', f[6] or '0', tostring(i), enqueued}
 end
 
 local wrr = policy == 'wrr' and Q > 1
@@ -363,6 +365,7 @@ while k < n and not plain1 do
   q.c = nil
 end
 
+for _, b in pairs(locked) do b.flush() end
 for zk, ms in pairs(touched) do redis.call('PEXPIRE', zk, ms) end
 if wrr then
   local hs = {}

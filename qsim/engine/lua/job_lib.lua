@@ -138,3 +138,23 @@ local function qsim_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 end
+
+-- A sorted-set write for many members at once (ZADD key score member ..., ZREM key member ...): the
+-- arguments gathered over a batch of jobs go in one call per QSIM_BATCH of them, not one call per job.
+-- `add(a, b)` appends one or two arguments; `flush()` sends what is left.
+local QSIM_BATCH = 2000
+local function qsim_batch(cmd, key)
+  local args, b = {}, {}
+  function b.flush()
+    if #args > 0 then
+      redis.call(cmd, key, unpack(args))
+      args = {}
+    end
+  end
+  function b.add(x, y)
+    args[#args + 1] = x
+    if y ~= nil then args[#args + 1] = y end
+    if #args >= QSIM_BATCH then b.flush() end
+  end
+  return b
+end
