@@ -239,7 +239,8 @@ def _fetched(job: list[str], at: float) -> Fetched:
         stamp = float(job[9]) if job[9] else math.nan
     except ValueError:  # a hash edited by hand
         stamp = math.nan
-    return Fetched(*job[:9], f"{at - stamp:.6f}" if math.isfinite(stamp) else "")
+    wait = f"{at - stamp:.6f}" if math.isfinite(stamp) else ""
+    return Fetched(job[0], job[1], job[2], job[3], job[4], job[5], job[6], job[7], job[8], wait)
 
 
 def complete_call(
