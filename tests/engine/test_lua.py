@@ -60,6 +60,21 @@ def test_every_script_brings_the_library_definitions_it_uses_and_only_those() ->
         assert {n for n in defined & library if n.startswith("qsim_")} <= used, name
 
 
+def test_a_new_jobs_hash_leaves_out_the_fields_at_their_default(call: Any, redis_client: redis.Redis) -> None:
+    from qsim.engine.jobinfo import JobInfo
+
+    # Given a plain job and one with every option away from its default
+    call(P.add_call(K, [spec("plain"), P.JobSpec("full", "t", "1", 3, 50, 4, '{"kind":"fixed"}', 2.5)]))
+    plain, full = (redis_client.hgetall(K.job(j)) for j in ("plain", "full"))
+    # Then the plain job's hash holds only what differs from a default, the other's holds every option
+    assert set(plain) == {"name", "data", "max_attempts", "enqueued_at", "state"}
+    assert {k: full[k] for k in ("priority", "backoff", "timeout")} == {
+        "priority": "3", "backoff": '{"kind":"fixed"}', "timeout": "2.5"} and float(full["delay"]) == 0.05
+    # and a reader sees the defaults
+    info = JobInfo.from_hash("q", "plain", plain)
+    assert (info.priority, info.attempts_made, info.stalled, info.timeout, info.backoff) == (0, 0, 0, 0.0, "")
+
+
 def test_add_then_fetch_in_priority_order_fifo_within_a_level(call: Any, redis_client: redis.Redis) -> None:
     # Given jobs of priorities 5, 1, 5, 1, 0 added in that order
     ids = P.parse_add(call(P.add_call(K, [spec("a", prio=5), spec("b", prio=1), spec("c", prio=5),
@@ -216,7 +231,7 @@ def test_a_job_fetched_ahead_and_never_started_goes_back_without_a_stall(call: A
     # without a stall, an attempt or its first-start time
     assert sorted(dead) == ["a", "b"] and requeued == [] and unstarted == ["c"]
     h = redis_client.hgetall(K.job("c"))
-    assert h["state"] == "waiting" and h["stalled"] == "0" and "log" not in h and "started_at" not in h
+    assert h["state"] == "waiting" and h.get("stalled", "0") == "0" and "log" not in h and "started_at" not in h
     assert "held" not in h and "token" not in h
     assert redis_client.zrange(K.wait, 0, -1) == ["c"]
 
@@ -235,7 +250,7 @@ def test_recover_stalled_requeues_then_kills_and_refuses_the_old_token(call: Any
     time.sleep(0.08)
     assert call(P.recover_stalled_call(K, 100, 1)) == [["a"], [], []]
     h = redis_client.hgetall(K.job("a"))
-    assert h["state"] == "waiting" and h["stalled"] == "1" and "token" not in h and h["attempts_made"] == "0"
+    assert h["state"] == "waiting" and h["stalled"] == "1" and "token" not in h and h.get("attempts_made", "0") == "0"
     assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "null")])) == [-1]
     (a2,) = fetch(call, lock_ms=50)
     time.sleep(0.08)
@@ -251,7 +266,7 @@ def test_release_hands_jobs_back_without_counting_an_attempt(call: Any, redis_cl
     assert call(P.release_call(K, 100, [(a.id, "wrong")])) == 0
     assert call(P.release_call(K, 100, [(a.id, a.token)])) == 1
     h = redis_client.hgetall(K.job("a"))
-    assert h["state"] == "waiting" and h["attempts_made"] == "0" and ",released," in h["log"]
+    assert h["state"] == "waiting" and h.get("attempts_made", "0") == "0" and ",released," in h["log"]
     assert redis_client.zcard(K.active) == 0 and [g.id for g in fetch(call)] == ["a"]
 
 

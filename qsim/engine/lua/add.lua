@@ -83,13 +83,7 @@ for i = 0, n - 1 do
         qsim_lane_put(base, id, score, ARGV[b + 8])
       end
     end
-    redis.call('HSET', jk, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
-      'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
-      'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
-      'attempts_made', '0', 'stalled', '0')
-    if rkey ~= '' then
-      redis.call('HSET', jk, 'rkey', ARGV[b + 8])
-    end
+    redis.call('HSET', jk, unpack(qsim_new_fields(b, state, now_s, rkey ~= '' and ARGV[b + 8] or nil)))
     out[#out + 1] = id
     out[#out + 1] = 1
     wake = true

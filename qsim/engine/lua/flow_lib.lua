@@ -37,13 +37,9 @@ local function qsim_new_job(base, b, state, now_ms, now_s, extra)
     state = 'waiting'
     qsim_wait_add(base, id, qsim_back_score(prio, base .. 'seq'), ARGV[b + 8] ~= '' and ARGV[b + 9] or '')
   end
-  redis.call('HSET', base .. 'job:' .. id, 'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3],
-    'delay', delay / 1000, 'max_attempts', ARGV[b + 5], 'backoff', ARGV[b + 6],
-    'timeout', ARGV[b + 7], 'enqueued_at', now_s, 'state', state,
-    'attempts_made', 0, 'stalled', 0, unpack(extra))
-  if ARGV[b + 8] ~= '' then
-    redis.call('HSET', base .. 'job:' .. id, 'rkey', ARGV[b + 9])
-  end
+  local hs = qsim_new_fields(b, state, now_s, ARGV[b + 8] ~= '' and ARGV[b + 9] or nil)
+  for _, v in ipairs(extra) do hs[#hs + 1] = v end
+  redis.call('HSET', base .. 'job:' .. id, unpack(hs))
   return id
 end
 

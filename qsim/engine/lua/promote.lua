@@ -22,11 +22,11 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, ton
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
   local jk = prefix .. id
-  local prio = redis.pcall('HGET', jk, 'priority')
-  if type(prio) == 'table' and prio.err then
+  local f = redis.pcall('HMGET', jk, 'state', 'priority')  -- (a job's priority 0 is not stored: add.lua)
+  if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[3])
-  elseif prio then
-    qsim_wait_add(string.sub(prefix, 1, -5), id, qsim_back_score(prio, KEYS[3]))
+  elseif f[1] then
+    qsim_wait_add(string.sub(prefix, 1, -5), id, qsim_back_score(f[2], KEYS[3]))
     redis.call('HSET', jk, 'state', 'waiting')
   end
 end

@@ -11,7 +11,7 @@ ARGV[2] events stream max length (approximate)
 ARGV[3] at most this many jobs when no id is given
 ARGV[4..] job ids; none = the oldest ARGV[3] dead jobs
 
-attempts_made and stalled restart at 0; error, traceback and the attempt
+attempts_made and stalled restart at 0 (their fields written; a new job has neither: add.lua); error, traceback and the attempt
 log are kept. A job goes back to waiting, except a parent (flows, fan-out)
 with children still pending or a "fail" child still dead (child_failed): it
 waits in waiting-children for them again, and runs once they are done (a dead
@@ -36,10 +36,10 @@ local wake = false
 for _, id in ipairs(ids) do
   local jk = prefix .. id
   local f = redis.call('ZSCORE', KEYS[1], id) and redis.pcall('HMGET', jk, 'priority', 'pending_children',
-    'child_failed', 'parent', 'parent_base')
+    'child_failed', 'parent', 'parent_base', 'state')
   if f and f.err then
     qsim_corrupt(base, id, now_ms, now_s, ARGV[2])
-  elseif f and f[1] then
+  elseif f and f[6] and redis.call('SISMEMBER', base .. 'corrupt', id) == 0 then
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'attempts_made', 0, 'stalled', 0)
     redis.call('HDEL', jk, 'finished_at', 'token')
