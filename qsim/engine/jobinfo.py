@@ -23,10 +23,11 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     rkey            the value of the queue's rate-limit key field in the
                     payload, as text (keyed queues only; read at add time)
 
-A field at its default is not stored: ``priority`` 0, ``delay`` 0, ``backoff`` "",
-``timeout`` 0, ``attempts_made`` 0 and ``stalled`` 0 are missing until they
-differ (``add`` writes only the others, so the hash every later script reads and
-writes is smaller); readers take a missing field as its default.
+A field at its default is not stored: ``delay`` 0, ``backoff`` "", ``timeout`` 0,
+``attempts_made`` 0 and ``stalled`` 0 are missing until they differ (``add``
+writes only the others, so the hash every later script reads and writes is
+smaller); readers take a missing field as its default. ``priority`` is always
+stored (scripts of earlier versions take a hash without it for a deleted job).
 
 Flows (see :mod:`qsim.engine.flow`): a child has ``parent`` (the parent's id),
 ``parent_base`` (the parent queue's key base) and ``parent_policy`` (fail |

@@ -66,8 +66,9 @@ def test_a_new_jobs_hash_leaves_out_the_fields_at_their_default(call: Any, redis
     # Given a plain job and one with every option away from its default
     call(P.add_call(K, [spec("plain"), P.JobSpec("full", "t", "1", 3, 50, 4, '{"kind":"fixed"}', 2.5)]))
     plain, full = (redis_client.hgetall(K.job(j)) for j in ("plain", "full"))
-    # Then the plain job's hash holds only what differs from a default, the other's holds every option
-    assert set(plain) == {"name", "data", "max_attempts", "enqueued_at", "state"}
+    # Then the plain job's hash holds only what differs from a default (and its priority, which workers of
+    # earlier versions look for: a rolling deploy runs both), the other's holds every option
+    assert set(plain) == {"name", "data", "priority", "max_attempts", "enqueued_at", "state"}
     assert {k: full[k] for k in ("priority", "backoff", "timeout")} == {
         "priority": "3", "backoff": '{"kind":"fixed"}', "timeout": "2.5"} and float(full["delay"]) == 0.05
     # and a reader sees the defaults

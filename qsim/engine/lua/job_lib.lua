@@ -161,15 +161,15 @@ end
 
 -- The HSET field/value pairs of a new job from its spec in ARGV[b ..] (id, name, data, priority, delay_ms,
 -- max_attempts, backoff JSON, timeout s), in state `state`, enqueued at `now_s`, with rate-limit key value
--- `rkey` (nil: none). A field at its default (priority 0, no delay, no backoff, no timeout; no attempt made
--- and no stall yet) is left out: every reader takes a missing one as its default, and a smaller hash is
--- cheaper for each script that reads or writes the job after this one.
+-- `rkey` (nil: none). A field at its default (no delay, no backoff, no timeout; no attempt made and no stall
+-- yet) is left out: every reader takes a missing one as its default, and a smaller hash is cheaper for each
+-- script that reads or writes the job after this one. The priority is always written: scripts of earlier
+-- versions (workers not yet upgraded in a rolling deploy) take a hash without one for a deleted job.
 local function qsim_new_fields(b, state, now_s, rkey)
-  local hs = {'name', ARGV[b + 1], 'data', ARGV[b + 2], 'max_attempts', ARGV[b + 5], 'enqueued_at', now_s,
-    'state', state}
+  local hs = {'name', ARGV[b + 1], 'data', ARGV[b + 2], 'priority', ARGV[b + 3], 'max_attempts', ARGV[b + 5],
+    'enqueued_at', now_s, 'state', state}
   local n = #hs
   local delay = tonumber(ARGV[b + 4])
-  if tonumber(ARGV[b + 3]) ~= 0 then hs[n + 1], hs[n + 2], n = 'priority', ARGV[b + 3], n + 2 end
   if delay > 0 then hs[n + 1], hs[n + 2], n = 'delay', delay / 1000, n + 2 end
   if ARGV[b + 6] ~= '' then hs[n + 1], hs[n + 2], n = 'backoff', ARGV[b + 6], n + 2 end
   if tonumber(ARGV[b + 7]) ~= 0 then hs[n + 1], hs[n + 2], n = 'timeout', ARGV[b + 7], n + 2 end
