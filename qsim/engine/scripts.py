@@ -11,6 +11,7 @@ EXISTS on every execute, a second round trip).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -81,6 +82,7 @@ REDIS_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_ERRORS, redis.exception
 T = TypeVar("T")
 
 
+@functools.cache
 def lua_source(name: str) -> str:
     """The text of ``lua/<name>.lua``, with its ``-- @include`` lines filled in.
 

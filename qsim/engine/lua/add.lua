@@ -41,7 +41,7 @@ local out = {}
 local wake = false
 -- the counters move once per call, not once per job: the ids to generate are taken in one INCRBY (an id
 -- some job already has is skipped, as INCR by INCR), and every job gets the next FIFO position whether it
--- waits or not (qsim_back_score's numbers, with gaps where a job was delayed or already there)
+-- waits or not (qsim_back_position's numbers, with gaps where a job was delayed or already there)
 local gen = 0
 for i = 0, n - 1 do
   if ARGV[4 + i * stride] == '' then gen = gen + 1 end
@@ -77,7 +77,7 @@ for i = 0, n - 1 do
       state = 'delayed'
       redis.call('ZADD', KEYS[2], now_ms + delay, id)
     else
-      local score = (prio or 0) * QSIM_LEVEL + QSIM_HALF + seq % QSIM_HALF
+      local score = qsim_back_position(prio, seq)
       waiting.add(score, id)
       if rkey ~= '' and qsim_has_lanes(base) then
         qsim_lane_put(base, id, score, ARGV[b + 8])

@@ -72,9 +72,14 @@ end
 local QSIM_LEVEL = 4294967296
 local QSIM_HALF = 2147483648
 
--- The back-of-level score of a job of priority `prio` (a number or its text), taking the next seq.
+-- The back-of-level score of a job of priority `prio` (a number or its text) at FIFO number `seq`.
+local function qsim_back_position(prio, seq)
+  return (tonumber(prio) or 0) * QSIM_LEVEL + QSIM_HALF + seq % QSIM_HALF
+end
+
+-- The same, taking the next seq from the queue's counter `seqkey`.
 local function qsim_back_score(prio, seqkey)
-  return (tonumber(prio) or 0) * QSIM_LEVEL + QSIM_HALF + redis.call('INCR', seqkey) % QSIM_HALF
+  return qsim_back_position(prio, redis.call('INCR', seqkey))
 end
 
 -- Lanes of a keyed rate limit (see fetch.lua and qsim.engine.keys). A queue whose rate limit is keyed by

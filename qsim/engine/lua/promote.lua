@@ -22,7 +22,7 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, ton
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
   local jk = prefix .. id
-  local f = redis.pcall('HMGET', jk, 'state', 'priority')  -- (a job's priority 0 is not stored: add.lua)
+  local f = redis.pcall('HMGET', jk, 'state', 'priority')
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, ARGV[3])
   elseif f[1] then
