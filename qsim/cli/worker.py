@@ -101,7 +101,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("dlq", help="inspect, retry or purge the dead-letter queue",
                               description="Dead-letter queue: list, show ID, retry ID... | --all, purge. "
-                                          "Sensitive fields are redacted.")
+                                          "Sensitive fields are redacted. show takes a dead job (exit 1 for "
+                                          "another); list shows a job key overwritten by hand (not a hash) "
+                                          "with state unknown and says so.")
     p.add_argument("action", choices=("list", "show", "retry", "purge"))
     p.add_argument("ids", nargs="*", metavar="ID", help="job id(s) for show / retry")
     _common(p)
@@ -290,6 +292,10 @@ def cmd_dlq(args: argparse.Namespace) -> int:
                 err("dlq", "show takes exactly one job id")
                 return EXIT_BAD_INPUT
             job = q.get_job(args.ids[0], redact=True)
+            if job.state != "dead":
+                err("dlq", f"job {job.id!r} is not in the dead-letter queue of queue {args.queue!r}: it is "
+                           f"{job.state} (qsim dlq show shows dead jobs)")
+                return EXIT_FAILURE
             print(json.dumps(job.as_dict(), indent=2, default=str))
         elif args.action == "retry":
             if bool(args.ids) == bool(args.all_jobs):

@@ -185,6 +185,17 @@ class JobInfo:
             parent=_parent_ref(h.get("parent"), h.get("parent_base")),
         )
 
+    @classmethod
+    def unreadable(cls, queue: str, job_id: str) -> JobInfo:
+        """A job whose key holds another type than a hash (overwritten by hand): nothing of it can be read,
+        its state is "unknown" and ``error`` says why (the engine's scripts move such a key aside and
+        dead-letter the job when they meet it)."""
+        why = (f"job hash is corrupt: the key of job {job_id!r} holds another type than a hash "
+               f"(written by hand?)")
+        return cls(id=job_id, queue=queue, name="", state="unknown", data=None, priority=0, max_attempts=1,
+                   attempts_made=0, stalled=0, timeout=0.0, enqueued_at=None, started_at=None, finished_at=None,
+                   worker=None, error=why, traceback=None, returnvalue=None, progress=None, backoff="")
+
     @property
     def outcome(self) -> str:
         """``"completed"``, ``"dead"`` or ``"unfinished"`` (waiting, delayed or active)."""

@@ -205,12 +205,14 @@ class QueueCore:
         check_unicode("job_id", job_id)
 
         def parse(replies: list[Any]) -> JobInfo:
+            if _wrong_type(replies[0]):
+                raise EngineError(f"{JobInfo.unreadable(self.name, job_id).error}, in queue {self.name!r}")
             if not replies[0]:
                 raise JobNotFound(f"no job {job_id!r} in queue {self.name!r}")
             info = JobInfo.from_hash(self.name, job_id, replies[0])
             return self._redacted(info) if redact_data else info
 
-        return Op([command("HGETALL", self.keys.job(job_id))], parse)
+        return Op([command("HGETALL", self.keys.job(job_id))], parse, errors_in_replies=True)
 
     def _redacted(self, info: JobInfo) -> JobInfo:
         f = self.redact_fields
@@ -257,12 +259,14 @@ class QueueCore:
 
         def parse(replies: list[Any]) -> Any:
             for jid, h in zip(chunk, replies):
-                if h:
+                if _wrong_type(h):  # one key overwritten by hand: listed as unreadable, the others still read
+                    acc.append(JobInfo.unreadable(self.name, jid))
+                elif h:
                     info = JobInfo.from_hash(self.name, jid, h)
                     acc.append(self._redacted(info) if redact_data else info)
             return self._op_hashes(rest, redact_data, acc) if rest else acc
 
-        return Op([command("HGETALL", self.keys.job(j)) for j in chunk], parse)
+        return Op([command("HGETALL", self.keys.job(j)) for j in chunk], parse, errors_in_replies=True)
 
     def op_dead(self, limit: int = 100, offset: int = 0) -> Op[list[JobInfo]]:
         def parse(replies: list[Any]) -> Any:
@@ -567,6 +571,15 @@ class AsyncQueue(QueueCore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _wrong_type(reply: Any) -> bool:
+    """Whether a reply is Redis' WRONGTYPE error (a job key overwritten by hand); another error is raised."""
+    if isinstance(reply, Exception):
+        if str(reply).startswith("WRONGTYPE"):
+            return True
+        raise reply
+    return False
 
 
 def _check_decoded(client: Any) -> None:

@@ -158,6 +158,8 @@ class Op(Generic[T]):
 
     calls: list[Call]
     parse: Callable[[list[Any]], T | Op[T]]
+    #: Hand an error Redis replied to a call to ``parse`` in that call's place instead of raising it.
+    errors_in_replies: bool = False
 
 
 class ScriptSet:
@@ -185,19 +187,26 @@ def _queue_call(pipe: Any, scripts: ScriptSet, call: Call) -> None:
         pipe.execute_command(*call.args)
 
 
-def run_calls(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[Any]:
+def run_calls(client: Any, scripts: ScriptSet, calls: Sequence[Call], *, errors_in_replies: bool = False) -> list[Any]:
     """Send ``calls`` in one round trip on a sync client; replies in order.
 
     On Redis Cluster (whose pipelines refuse EVALSHA) the calls go one after
-    another, each to the node of its keys' slot.
+    another, each to the node of its keys' slot. An error Redis replied to a
+    call is raised (the first one), or, with ``errors_in_replies``, returned
+    in that call's place. Connection errors always raise.
     """
     if len(calls) != 1 and is_cluster(client):
-        return [r for c in calls for r in run_calls(client, scripts, [c])]
+        return [r for c in calls for r in run_calls(client, scripts, [c], errors_in_replies=errors_in_replies)]
     if len(calls) == 1:
         c = calls[0]
-        if c.script:
-            return [scripts.scripts[c.script](keys=list(c.keys), args=list(c.args), client=client)]
-        return [client.execute_command(*c.args)]
+        try:
+            if c.script:
+                return [scripts.scripts[c.script](keys=list(c.keys), args=list(c.args), client=client)]
+            return [client.execute_command(*c.args)]
+        except redis.exceptions.ResponseError as e:
+            if errors_in_replies:
+                return [e]
+            raise
     pipe = client.pipeline(transaction=False)
     for c in calls:
         _queue_call(pipe, scripts, c)
@@ -211,9 +220,10 @@ def run_calls(client: Any, scripts: ScriptSet, calls: Sequence[Call]) -> list[An
             _queue_call(pipe, scripts, calls[i])
         for i, r in zip(missing, pipe.execute(raise_on_error=False)):
             replies[i] = r
-    for r in replies:
-        if isinstance(r, Exception):
-            raise r
+    if not errors_in_replies:
+        for r in replies:
+            if isinstance(r, Exception):
+                raise r
     return replies
 
 
@@ -278,7 +288,7 @@ def run_op(client: Any, scripts: ScriptSet, op: Op[T], where: str) -> T:
     """Run an :class:`Op` (and its continuations) on a sync client."""
     with redis_errors(where):
         while True:
-            result = op.parse(run_calls(client, scripts, op.calls))
+            result = op.parse(run_calls(client, scripts, op.calls, errors_in_replies=op.errors_in_replies))
             if not isinstance(result, Op):
                 return result
             op = result
@@ -288,7 +298,7 @@ async def run_op_async(client: Any, scripts: ScriptSet, op: Op[T], where: str) -
     """Run an :class:`Op` (and its continuations) on an asyncio client."""
     with redis_errors(where):
         while True:
-            result = op.parse(await run_calls_async(client, scripts, op.calls))
+            result = op.parse(await run_calls_async(client, scripts, op.calls, errors_in_replies=op.errors_in_replies))
             if not isinstance(result, Op):
                 return result
             op = result

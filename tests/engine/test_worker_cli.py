@@ -80,6 +80,36 @@ def test_stats_and_dlq_commands(redis_url: str, queue: Queue, capsys: pytest.Cap
     assert code == 0 and out.startswith("1 dead job(s) deleted") and queue.counts()["dead"] == 0
 
 
+def test_dlq_lists_past_a_key_overwritten_by_hand_and_shows_only_dead_jobs(
+    redis_url: str, queue: Queue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two dead jobs, one of whose keys was overwritten by hand with a string, and a waiting job
+    for jid in ("d1", "d2"):
+        queue.add("t", {}, job_id=jid)
+        queue.client.zrem(queue.keys.wait, jid)
+        queue.client.zadd(queue.keys.dead, {jid: 1})
+        queue.client.hset(queue.keys.job(jid), mapping={"state": "dead", "error": "Boom"})
+    queue.client.delete(queue.keys.job("d2"))
+    queue.client.set(queue.keys.job("d2"), "not a hash")
+    queue.add("t", {}, job_id="w1")
+    opts = ("--queue", "q", "--redis", redis_url)
+    # When the dead-letter queue is listed, then both dead jobs are, the unreadable one saying why
+    code, out, err = run_cli("dlq", "list", *opts, capsys=capsys)
+    assert code == 0, err
+    rows = dict(line.split("\t", 1) for line in out.splitlines())
+    assert set(rows) == {"d1", "d2"} and "Boom" in rows["d1"]
+    assert "holds another type than a hash" in rows["d2"]
+    code, out, _ = run_cli("dlq", "list", *opts, "--json", capsys=capsys)
+    assert {j["id"]: j["state"] for j in json.loads(out)} == {"d1": "dead", "d2": "unknown"}
+    # and showing the unreadable one, or a job that is not dead, is one clear line and exit 1
+    code, out, err = run_cli("dlq", "show", "d2", *opts, capsys=capsys)
+    assert code == 1 and out == "" and "'d2' holds another type than a hash" in err and "WRONGTYPE" not in err
+    code, out, err = run_cli("dlq", "show", "w1", *opts, capsys=capsys)
+    assert code == 1 and out == "" and "'w1' is not in the dead-letter queue" in err and "waiting" in err
+    # and the key overwritten by hand is still there, as it was
+    assert queue.client.get(queue.keys.job("d2")) == "not a hash"
+
+
 def test_worker_command_runs_a_users_handler(
     redis_url: str, redis_client: redis.Redis, queue: Queue, tmp_path: Path
 ) -> None:
