@@ -69,8 +69,8 @@ def test_a_new_jobs_hash_leaves_out_the_fields_at_their_default(call: Any, redis
     # Then the plain job's hash holds only what differs from a default (and its priority, which workers of
     # earlier versions look for: a rolling deploy runs both), the other's holds every option
     assert set(plain) == {"name", "data", "priority", "max_attempts", "enqueued_at", "state"}
-    assert {k: full[k] for k in ("priority", "backoff", "timeout")} == {
-        "priority": "3", "backoff": '{"kind":"fixed"}', "timeout": "2.5"} and float(full["delay"]) == 0.05
+    assert {k: full[k] for k in ("priority", "backoff", "timeout", "delay")} == {
+        "priority": "3", "backoff": '{"kind":"fixed"}', "timeout": "2.5", "delay": "0.050"}
     # and a reader sees the defaults
     info = JobInfo.from_hash("q", "plain", plain)
     assert (info.priority, info.attempts_made, info.stalled, info.timeout, info.backoff) == (0, 0, 0, 0.0, "")

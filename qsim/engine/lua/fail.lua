@@ -76,7 +76,7 @@ for i = 3, #ARGV, 7 do
       redis.call('HSET', jk, 'state', 'delayed')
       redis.call('ZADD', KEYS[3], now_ms + delay, id)
       redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'event', 'retrying', 'job', id, 'name', name,
-        'delay', delay / 1000)
+        'delay', string.format('%.3f', delay / 1000))
       codes[#codes + 1] = 2
       wake = true
     else

@@ -175,7 +175,8 @@ local function qsim_new_fields(b, state, now_s, rkey)
     'enqueued_at', now_s, 'state', state}
   local n = #hs
   local delay = tonumber(ARGV[b + 4])
-  if delay > 0 then hs[n + 1], hs[n + 2], n = 'delay', delay / 1000, n + 2 end
+  -- (as text with 3 decimals: a Lua number would be stored with 17 digits, 0.05 as 0.050000000000000003)
+  if delay > 0 then hs[n + 1], hs[n + 2], n = 'delay', string.format('%.3f', delay / 1000), n + 2 end
   if ARGV[b + 6] ~= '' then hs[n + 1], hs[n + 2], n = 'backoff', ARGV[b + 6], n + 2 end
   if tonumber(ARGV[b + 7]) ~= 0 then hs[n + 1], hs[n + 2], n = 'timeout', ARGV[b + 7], n + 2 end
   if rkey then hs[n + 1], hs[n + 2] = 'rkey', rkey end
