@@ -339,7 +339,10 @@ class Worker:
                 break
         if ex.running:
             self._exit_code = EXIT_CUT_OFF
-            logger.warning("cutting off %s jobs still running after %s s; handing them back", len(ex.running), grace)
+            waited = loop.time() - (deadline - grace)
+            why = "on a second signal" if run.force.is_set() else "at the end of the shutdown grace"
+            logger.warning("cutting off %s jobs still running after %.1f s (%s); handing them back", len(ex.running),
+                           waited, why)
             await ex.cut_off(5.0)
         run.pipeline.stop()
 

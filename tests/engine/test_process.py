@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import time
 from pathlib import Path
@@ -94,12 +95,19 @@ def test_second_signal_forces(redis_url: str, redis_client: redis.Redis, queue: 
     queue.add("t", {"sleep": 30}, job_id="x")
     w = spawn_worker(redis_url, concurrency=1, grace=60)
     wait_until(lambda: started(redis_client, 1), timeout=20)
+    t0 = time.monotonic()
     w.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     assert w.poll() is None  # still draining
     w.send_signal(signal.SIGINT)
     assert w.wait(10) == EXIT_CUT_OFF
+    took = time.monotonic() - t0
     assert queue.get_job("x").state == "waiting"
+    # and the log says when and why the job was cut off: seconds after the first signal, not the 60 s grace
+    cut = [line for line in w.communicate()[1].decode().splitlines() if "cutting off" in line]
+    assert len(cut) == 1 and "(on a second signal)" in cut[0], cut
+    waited = float(re.search(r"after ([0-9.]+) s", cut[0]).group(1))  # type: ignore[union-attr]
+    assert 0.2 <= waited <= took, cut
 
 
 def test_worker_reconnects_after_a_redis_restart_and_loses_no_job(tmp_path: Path) -> None:
