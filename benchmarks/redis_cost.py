@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,14 +82,17 @@ def _figures(n: int, s0: Any, s1: Any, s2: Any, rate: float) -> dict[str, float]
             (add_cpu + drain_cpu) / max(1, add_calls + drain_calls) * 1e6}
 
 
-def qsim_run(url: str, n: int, concurrency: int, bulk: bool = False) -> dict[str, float]:
+def qsim_run(url: str, n: int, concurrency: int, bulk: bool = False,
+             mark: Callable[[], None] = lambda: None) -> dict[str, float]:
     """Add ``n`` jobs one call each (``bulk``: :data:`BULK` a call), drain them with one worker process;
-    Redis's cost of each phase."""
+    Redis's cost of each phase. ``mark`` is called at the start and the end of each phase (just before
+    Redis's counters are read): benchmarks/redis_instructions.py dumps its instruction counts there."""
     client = redis.Redis.from_url(url, decode_responses=True)
     q = Queue(QUEUE, redis=url)
     try:
         client.flushall()
         q.set_retention(keep_count=None)
+        mark()
         s0 = sample(client)
         if bulk:
             for i in range(0, n, BULK):
@@ -96,10 +100,12 @@ def qsim_run(url: str, n: int, concurrency: int, bulk: bool = False) -> dict[str
         else:
             for _ in range(n):
                 q.add("noop", None)
+        mark()
         s1 = sample(client)
         p = spawn(url, QUEUE, concurrency, "noop")
         try:
             _wait(lambda: client.zcard(q.keys.completed) >= n, p, "qsim")
+            mark()
             s2 = sample(client)
         finally:
             stop(p)
@@ -112,7 +118,8 @@ def qsim_run(url: str, n: int, concurrency: int, bulk: bool = False) -> dict[str
         client.close()
 
 
-def bullmq_run(bq: Any, url: str, n: int, concurrency: int, bulk: bool = False) -> dict[str, float]:
+def bullmq_run(bq: Any, url: str, n: int, concurrency: int, bulk: bool = False,
+               mark: Callable[[], None] = lambda: None) -> dict[str, float]:
     """The same on BullMQ (benchmarks/node/bench.js: ``add``, or ``fill`` when ``bulk``, then ``work``)."""
     from benchmarks.peers.bullmq_node import fields
 
@@ -121,14 +128,17 @@ def bullmq_run(bq: Any, url: str, n: int, concurrency: int, bulk: bool = False) 
     script = str(ROOT / "benchmarks" / "node" / "bench.js")
     try:
         client.flushall()
+        mark()
         s0 = sample(client)
         subprocess.run(["node", script, "fill" if bulk else "add", json.dumps({**cfg, "n": n})], check=True, env=bq._env(), timeout=300)
+        mark()
         s1 = sample(client)
         p = subprocess.Popen(["node", script, "work", json.dumps({**cfg, "concurrency": concurrency,
                                                                   "handler": "noop"})],
                              stdout=subprocess.PIPE, text=True, env=bq._env())
         try:
             _wait(lambda: client.zcard(f"{BULL_PREFIX}:{QUEUE}:completed") >= n, p, "BullMQ")
+            mark()
             s2 = sample(client)
         finally:
             stop(p)

@@ -38,7 +38,7 @@ class RedisServer:
     """
 
     def __init__(self, workdir: Path | None = None, *, port: int | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, run_under: list[str] | None = None) -> None:
         if shutil.which("redis-server") is None:
             raise HarnessError("redis-server is not on PATH: install Redis >= 6.2 (e.g. apt-get install redis-server) or pass --redis URL")
         self.workdir = Path(tempfile.mkdtemp(prefix="qsim-redis-") if workdir is None else workdir)
@@ -47,6 +47,8 @@ class RedisServer:
             weakref.finalize(self, shutil.rmtree, str(self.workdir), True)
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
+        #: A command the server runs under, such as ``["valgrind", "--tool=callgrind"]`` (benchmarks).
+        self.run_under = list(run_under or [])
         self.proc: subprocess.Popen[bytes] | None = None
         self._stop_at_exit: weakref.finalize[[subprocess.Popen[bytes]], RedisServer] | None = None
 
@@ -56,7 +58,7 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> "RedisServer":
         args = [
-            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            *self.run_under, "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.workdir), "--save", "", "--appendonly", "no",
             "--logfile", str(self.workdir / "redis.log"), *self.extra_args,
         ]
