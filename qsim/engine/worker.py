@@ -78,7 +78,6 @@ class _Run:
         self.shutdown: asyncio.Task[None] | None = None
 
 
-
 def _check_handler(handler: Any) -> None:
     """Refuse what cannot be a handler: not callable, or a plain (not ``async``) function, whose result
     cannot be awaited (every job would fail and go to the dead-letter queue). A callable object or a
