@@ -34,6 +34,7 @@ shorter hold (every hold of ``prefetch="auto"``) is treated as a start.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import random
@@ -312,7 +313,7 @@ class Executor:
             elif job.timeout > 0:
                 result = await self._timed(job)
             else:
-                result = await self.handler(job)
+                result = await self._call(job)
             rv = "null" if result is None else encode_payload(
                 result, what=f"job {job.id} return value", max_bytes=self._max_payload, warn_bytes=self._max_payload)
             self.outbox.acks.append((job, rv, result))
@@ -341,12 +342,23 @@ class Executor:
             self.changed.set()
         return done
 
+    def _call(self, job: Job) -> Awaitable[Any]:
+        """The handler's awaitable for ``job``. A handler that returns something else (a plain ``def``) is
+        a mistake no retry mends: the attempt fails unrecoverable (straight to the dead-letter queue, from
+        which ``qsim dlq retry --all`` brings the jobs back once the handler is fixed), saying so."""
+        aw = self.handler(job)
+        if not inspect.isawaitable(aw):
+            raise UnrecoverableError(f"the handler returned {type(aw).__name__}, not an awaitable: a handler is an "
+                                     "async function (async def handler(job): ...) or a function returning one's "
+                                     "coroutine")
+        return aw
+
     async def _timed(self, job: Job) -> Any:
         """The handler under the job's per-attempt timeout."""
         cm = asyncio.timeout(job.timeout)
         try:
             async with cm:
-                return await self.handler(job)
+                return await self._call(job)
         except TimeoutError as e:
             if cm.expired():
                 raise AttemptTimeout(f"attempt timed out after {job.timeout:g} s") from e
@@ -362,7 +374,7 @@ class Executor:
         t0 = time.perf_counter()
         error: BaseException | None = None
         try:
-            return await (self._timed(job) if job.timeout > 0 else self.handler(job))
+            return await (self._timed(job) if job.timeout > 0 else self._call(job))
         except BaseException as e:
             error = e
             raise

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
-import inspect
 import logging
 import signal
 from collections.abc import Callable, Sequence
@@ -78,17 +76,6 @@ class _Run:
         self.shutdown: asyncio.Task[None] | None = None
 
 
-def _check_handler(handler: Any) -> None:
-    """Refuse what cannot be a handler: not callable, or a plain (not ``async``) function, whose result
-    cannot be awaited (every job would fail and go to the dead-letter queue). A callable object or a
-    ``functools.partial`` of an async function is taken."""
-    fn = handler.func if isinstance(handler, functools.partial) else handler
-    plain = (inspect.isfunction(fn) or inspect.ismethod(fn)) and not inspect.iscoroutinefunction(fn)
-    if not callable(handler) or plain:
-        raise ValueError(f"handler must be an async function (async def handler(job): ...), got {handler!r}"
-                         + (": a plain function's result cannot be awaited, and every job would fail" if plain
-                            else ""))
-
 class Worker:
     """Runs ``handler`` on the jobs of a queue, ``concurrency`` at a time.
 
@@ -113,7 +100,8 @@ class Worker:
             self.settings = dataclasses.replace(queues, **options) if options else queues
         else:
             self.settings = WorkerSettings(queues=queues, **options)
-        _check_handler(handler)
+        if not callable(handler):
+            raise ValueError(f"handler must be an async function (async def handler(job): ...), got {handler!r}")
         self.handler = handler
         self._emitter = Emitter()
         self._hooks: list[AttemptHook] = []

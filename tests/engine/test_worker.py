@@ -211,6 +211,36 @@ def test_corrupt_job_goes_to_the_dlq_and_the_worker_keeps_going(redis_url: str, 
     asyncio.run(main())
 
 
+def test_a_plain_def_handler_dead_letters_at_once_saying_why_and_a_retry_after_the_fix_runs_it(
+        redis_url: str) -> None:
+    async def main() -> None:
+        q = AsyncQueue("q", redis=redis_url)
+        await q.add("t", {}, job_id="j", attempts=3)
+
+        def plain(job: Job) -> int:  # a plain def: its 1 cannot be awaited
+            return 1
+
+        # Given a worker whose handler is a plain function
+        worker = Worker("q", plain, redis=redis_url, **FAST)  # type: ignore[arg-type]
+        await run_worker_until(worker, done(q, 1, "dead"))
+        job = await q.get_job("j")
+        # Then the job went to the DLQ on its first attempt (no retry mends a handler), saying what is wrong
+        assert job.state == "dead" and job.attempts_made == 1, job
+        assert "the handler returned int, not an awaitable" in (job.error or "")
+        assert "async def handler(job)" in (job.error or "")
+        # and once the handler is fixed, a retry from the DLQ runs it
+        assert await q.retry_dead("j") == ["j"]
+
+        async def fixed(job: Job) -> int:
+            return 1
+
+        await run_worker_until(Worker("q", fixed, redis=redis_url, **FAST), done(q, 1))
+        assert (await q.get_job("j")).returnvalue == 1
+        await q.close()
+
+    asyncio.run(main())
+
+
 def test_sensitive_fields_are_redacted_in_events_errors_and_dlq(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -85,20 +85,13 @@ def test_the_worker_keeps_its_settings_and_the_familiar_attributes() -> None:
 def test_a_worker_needs_a_callable_handler_and_hooks_with_both_methods() -> None:
     with pytest.raises(ValueError, match=r"handler must be an async function \(async def handler\(job\): .*\), got 3$"):
         Worker("q", 3)  # type: ignore[arg-type]
-    # a plain function's result cannot be awaited: refused before it could fail (and dead-letter) every job
-
-    def plain(job: Any) -> int:
-        return 1
-
-    with pytest.raises(ValueError, match="got <function .*plain.*>: a plain function's result cannot be awaited"):
-        Worker("q", plain)  # type: ignore[arg-type]
-
-    # an async function, a partial of one and an object with an async __call__ are taken
+    # an async function, a partial of one, an object with an async __call__ and a function returning a
+    # coroutine are taken
     class Handler:
         async def __call__(self, job: Any) -> None:
             return None
 
-    for ok in (_noop, functools.partial(_noop), Handler()):
+    for ok in (_noop, functools.partial(_noop), Handler(), lambda job: _noop(job)):
         assert Worker("q", ok).handler is ok
     w = Worker("q", _noop)
     with pytest.raises(ValueError, match="a hook needs before_attempt"):
