@@ -88,7 +88,12 @@ def format_comparison(doc: dict[str, Any]) -> str:
                      f"timeout{hint}")
     for note in doc.get("bullmq", {}).get("notes", []):
         lines.append(f"note: {note}")
+    if doc.get("paused"):
+        from qsim.analysis.fidelity.compare import paused_note
+
+        lines.append(f"note: {paused_note(doc['paused'])}")
     return "\n".join(lines)
+
 
 
 def _slo_value(x: Any, share: float | None) -> str:

@@ -38,6 +38,7 @@ from qsim.errors import HarnessError, NotSupportedError, QsimError, RedisUnavail
 from qsim.harness.aio import run_sync
 from qsim.harness.autoscaling import EngineAutoscaler
 from qsim.harness.drain import Drain, predicted_drain, unsettled_message, wait_settled
+from qsim.harness.pauses import PAUSE_LIMIT, PauseWatch
 from qsim.harness.plan import PlannedJob, engine_options, job_options, plan_jobs
 from qsim.harness.processes import WorkerProcesses, apply_limits
 from qsim.names import name_problem
@@ -67,6 +68,7 @@ class EngineResult:
     prefix: str = ""  # the run's key prefix (its keys are left in Redis with keep=True)
     drain_timeout: float = 0.0  # seconds it waited after the last arrival, at most
     unsettled: dict[str, dict[str, int]] = field(default_factory=dict)  # queue -> state -> jobs left then
+    paused: float = 0.0  # the longest pause of the harness process during the run, seconds (qsim.harness.pauses)
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -74,9 +76,13 @@ class EngineResult:
         return self.records.jobs
 
     def notes(self) -> list[str]:
-        """What a reader should know beside the figures: jobs left when the drain timed out."""
-        return [f"queue {q}: {', '.join(f'{n} {state}' for state, n in states.items())} when the "
-                f"{self.drain_timeout:g} s drain timeout ran out" for q, states in self.unsettled.items()]
+        """What a reader should know beside the figures: jobs left when the drain timed out, a pause of the
+        machine (:data:`~qsim.harness.pauses.PAUSE_LIMIT` or longer) that the timings include."""
+        notes = [f"queue {q}: {', '.join(f'{n} {state}' for state, n in states.items())} when the "
+                 f"{self.drain_timeout:g} s drain timeout ran out" for q, states in self.unsettled.items()]
+        if self.paused >= PAUSE_LIMIT:
+            notes.append(f"this machine paused the run for {self.paused:.2f} s: its waits and throughput include it")
+        return notes
 
     def __repr__(self) -> str:
         s = self.summary
@@ -131,11 +137,12 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
                                     recommend=(recommend or {}).get(spec.pool)) for spec in scenario.autoscalers]
         polls = [asyncio.create_task(a.run()) for a in scalers]
         try:
-            async with FlowProducer(redis=url, prefix=prefix) as flows:
-                await _produce(plan, scenario, queues, flows, added, loop_t0, progress, len(plan))
-            draining = None if progress is None else (lambda f: progress(0.9 + 0.1 * f))
-            unsettled = await wait_settled(queues, drain.timeout, expected=drain.settle or drain.timeout,
-                                           progress=draining)
+            with PauseWatch() as watch:  # from the first arrival until every job settled
+                async with FlowProducer(redis=url, prefix=prefix) as flows:
+                    await _produce(plan, scenario, queues, flows, added, loop_t0, progress, len(plan))
+                draining = None if progress is None else (lambda f: progress(0.9 + 0.1 * f))
+                unsettled = await wait_settled(queues, drain.timeout, expected=drain.settle or drain.timeout,
+                                               progress=draining)
         finally:
             events.cancel()
             try:
@@ -152,6 +159,9 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         slot_changes = _with_scaled_slots(slot_changes, scalers, scenario)
         if unsettled:
             logger.warning("%s", unsettled_message(unsettled, drain.timeout))
+        if watch.paused:
+            logger.warning("this machine paused the run for %.2f s: its waits and throughput include the pause",
+                           watch.longest)
         exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
         infos = [info for q in queues.values() for info in await q.job_records()]
         records = _records(infos, added, t0, slot_changes, processes)
@@ -171,7 +181,8 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         summary["autoscaling"] = cast(dict[str, PoolScaling],
                                       {a.spec.pool: a.section(ended, records.attempts) for a in scalers})
     return EngineResult(records=records, summary=summary, timeseries=_timeseries(records.jobs),
-                        exit_codes=exit_codes, prefix=prefix, drain_timeout=drain.timeout, unsettled=unsettled)
+                        exit_codes=exit_codes, prefix=prefix, drain_timeout=drain.timeout, unsettled=unsettled,
+                        paused=watch.longest)
 
 
 def _with_scaled_slots(changes: list[tuple[float, int]], scalers: list[EngineAutoscaler],

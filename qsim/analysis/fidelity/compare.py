@@ -9,21 +9,29 @@ two Summaries, and :meth:`Comparison.checked` adds the ``--check`` verdicts.
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from qsim.analysis.fidelity.check import Tolerance, check, check_document, judge_slos, unit_of
 from qsim.autoscale.build import Advisors
+from qsim.harness.pauses import PAUSE_LIMIT
 from qsim.results.display import num, page, para, table
 from qsim.results.summary import field_value
 from qsim.spec.scenario import Scenario
 
+if TYPE_CHECKING:
+    from qsim.harness.run import EngineResult
+
 __all__ = ["RATIO_FIELDS", "KEY_FIELDS", "ratios", "compare_summaries", "field_value", "compare", "compare_async",
-           "Comparison", "band_seeds", "BAND_JOBS", "add_bands", "wants_bands"]
+           "Comparison", "band_seeds", "BAND_JOBS", "add_bands", "wants_bands", "REMEASURE", "paused_note"]
+
+logger = logging.getLogger(__name__)
 
 #: Summary fields compared, as dotted paths.
 RATIO_FIELDS = (
@@ -133,6 +141,8 @@ class Comparison(dict[str, Any]):
         bad = [i for i, v in enumerate(f["verdict"]) if v.startswith("fail")]
         lost = field_value(self["engine"], "jobs.lost")
         lead = para(self.verdict_line() + f"; engine lost {num(lost)} job(s)", bold=self._title() + ":")
+        if self.get("paused"):
+            lead += para(paused_note(self["paused"]), bold="Note:")
         return page(lead, table(list(f.columns), f.itertuples(index=False, name=None), bold=bad))
 
 
@@ -160,7 +170,7 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
             when the scenario is autoscaled or its arrivals follow a rate profile.
     """
     from qsim.harness.drain import predicted_drain
-    from qsim.harness.run import check_supported, run_scenario_async
+    from qsim.harness.run import check_supported
     from qsim.model import simulate
     from qsim.scenarios import load
 
@@ -170,21 +180,23 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
     model = await asyncio.to_thread(simulate, s, seed=seed, max_jobs=max_jobs, recommend=recommend)
     if drain_timeout is None:
         drain_timeout = predicted_drain(s, jobs=model.jobs).timeout
+    pauses: list[float] = []
+    run = partial(_measured, s, pauses, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
+                  progress=progress, keep=keep, recommend=recommend)
     if redis_url is None:
         from qsim.harness.server import RedisServer
 
         with tempfile.TemporaryDirectory(prefix="qsim-redis-") as tmp:
             server = await asyncio.to_thread(RedisServer(Path(tmp)).start)
             try:
-                engine = await run_scenario_async(s, server.url, seed=seed, max_jobs=max_jobs,
-                                                  drain_timeout=drain_timeout, progress=progress, keep=keep,
-                                                  recommend=recommend)
+                engine = await run(server.url)
             finally:
                 server.stop()
     else:
-        engine = await run_scenario_async(s, redis_url, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
-                                          progress=progress, keep=keep, recommend=recommend)
+        engine = await run(redis_url)
     doc = compare_summaries(model.summary, engine.summary)
+    if max(pauses) >= PAUSE_LIMIT:
+        doc["paused"] = {"runs": pauses, "limit": PAUSE_LIMIT}
     runs = await asyncio.to_thread(add_bands, doc, s, seed=seed, max_jobs=max_jobs, recommend=recommend) \
         if (wants_bands(s) if bands is None else bands) else None
     if s.autoscalers:
@@ -195,6 +207,40 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
                                                    bands=window_bands(runs, "wait_p95") if runs else (),
                                                    replications=len(runs) if runs else 0)
     return doc
+
+
+def paused_note(paused: Mapping[str, Any]) -> str:
+    """What a comparison's ``paused`` part says: the machine paused an engine run, which was measured again."""
+    runs = [float(x) for x in paused["runs"]]
+    again = len(runs) - 1
+    text = (f"this machine paused the engine's run for {max(runs[:-1] or runs):.2f} s (a frozen virtual machine, "
+            f"a process stopped or swapped out: not the engine's doing)")
+    if again:
+        text += f"; measured again{f' {again} times' if again > 1 else ''}, the figures are the last run's"
+    if runs[-1] >= float(paused["limit"]):
+        text += f", which was paused too ({runs[-1]:.2f} s): its waits and throughput include the pause"
+    return text
+
+
+#: How many times a comparison measures the engine again when the machine paused its run (:mod:`qsim.harness.pauses`).
+REMEASURE = 2
+
+
+async def _measured(scenario: Scenario, pauses: list[float], url: str, **options: Any) -> EngineResult:
+    """The engine's run of ``scenario`` on ``url``, measured again (at most :data:`REMEASURE` times) while the
+    machine paused the run for :data:`~qsim.harness.pauses.PAUSE_LIMIT` or longer (a frozen virtual machine, a
+    process stopped or swapped out): such a run's waits carry the pause, which is not the engine's. Each run's
+    longest pause is appended to ``pauses``; the last run is returned, paused or not."""
+    from qsim.harness.run import run_scenario_async
+
+    engine = await run_scenario_async(scenario, url, **options)
+    pauses.append(round(engine.paused, 3))
+    while engine.paused >= PAUSE_LIMIT and len(pauses) <= REMEASURE:
+        logger.warning("this machine paused the engine's run for %.2f s (not the engine's doing): measuring it "
+                       "again", engine.paused)
+        engine = await run_scenario_async(scenario, url, **options)
+        pauses.append(round(engine.paused, 3))
+    return engine
 
 
 def wants_bands(scenario: Scenario) -> bool:
