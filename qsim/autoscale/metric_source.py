@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from qsim.errors import ScenarioError
 from qsim.spec.scenario import Scenario
 
-__all__ = ["BULLMQ_PREFIX", "REDIS_TRIGGERS", "TARGETS", "metric_source", "source", "check_nulls",
+__all__ = ["BULLMQ_PREFIX", "REDIS_TRIGGERS", "TARGETS", "metric_source", "source", "check_nulls", "redis_list_trigger",
            "every_job_in_the_list", "bullmq_query", "redis_list"]
 
 TARGETS = ("qsim", "bullmq")
@@ -53,6 +53,15 @@ def every_job_in_the_list(scenario: Scenario, pool: str) -> bool:
     priority (the lowest is BullMQ's no-priority, each higher one a prioritized job; qsim.bullmq.options)."""
     queues = scenario.pool(pool).queues
     return len(queues) == 1 and len({j.priority for j in scenario.jobs if j.queue == queues[0]}) <= 1
+
+
+def redis_list_trigger(kind: str, scenario: Scenario, pool: str, table: Mapping[str, object], metric: str,
+                       target: str) -> bool:
+    """Whether the emitted trigger is KEDA's redis trigger on a BullMQ wait list (it reads ``listLength`` and
+    ``activationListLength`` as whole numbers): a keda object, a bullmq queue, ``list_length`` per replica, and
+    every waiting job in that list (:func:`every_job_in_the_list`)."""
+    return kind == "keda" and target == "bullmq" and metric == "list_length" \
+        and table.get("metric_type", "AverageValue") == "AverageValue" and every_job_in_the_list(scenario, pool)
 
 
 def metric_source(kind: str, scenario: Scenario, pool: str, table: Mapping[str, object], metric: str,
@@ -103,8 +112,7 @@ def source(kind: str, scenario: Scenario, pool: str, table: Mapping[str, object]
         if metric == "p95_wait":
             raise ScenarioError("--target bullmq: BullMQ keeps no wait-time histogram, so p95_wait cannot be read "
                                 "from a BullMQ queue; scale on list_length, in_flight, oldest_age or the qsim policy")
-        if kind == "keda" and metric == "list_length" and table.get("metric_type", "AverageValue") == "AverageValue" \
-                and every_job_in_the_list(scenario, pool):
+        if redis_list_trigger(kind, scenario, pool, table, metric, target):
             for key, field in (("target", "listLength"), ("activation", "activationListLength")):
                 value = float(str(table.get(key) or 0))
                 if not value.is_integer():

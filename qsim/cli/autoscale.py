@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ def cmd_autoscale(args: argparse.Namespace) -> int:
     _check_emit_files(args)
     vary = _vary(args)
     if args.emit:
+        scenario, vary = _whole_list_length(args, scenario, slo, vary)
         try:
             _check_emit(args, scenario, slo, vary)
         except ScenarioError as e:
@@ -230,6 +232,43 @@ def _print_text(args: argparse.Namespace, doc: Any, scenario: Any, *, wrote: boo
                   "Operator)")
 
 
+def _emitted_policy(args: argparse.Namespace, scenario: Any, pool: str) -> str:
+    """The policy ``--emit`` writes: the tuned one, else the first ``--policy``, else the pool's, else hpa."""
+    own = scenario.autoscaler(pool)
+    return str(args.tune or (args.policy[0] if args.policy else own.policy if own is not None else "hpa"))
+
+
+def _whole_list_length(args: argparse.Namespace, scenario: Any, slo: Any, vary: Any) -> tuple[Any, Any]:
+    """``--emit keda --target bullmq`` onto KEDA's redis trigger, which reads ``listLength`` as a whole number: a
+    target qsim derives from the SLO is rounded down to one (at least 1: a worker per that many waiting jobs
+    scales no later than the derived target), and so are the targets of the grid ``--tune`` makes, so that
+    what runs is what is emitted. A target the scenario (or ``--k8s``, or ``--vary``) sets is left as given."""
+    from qsim.analysis.autoscaling.contest import default_grid, policy_table
+    from qsim.analysis.autoscaling.runs import autoscaled_pool, with_policy
+    from qsim.autoscale.manifest import view_metric
+    from qsim.autoscale.metric_source import redis_list_trigger
+
+    pool = autoscaled_pool(scenario, args.pool)
+    policy = _emitted_policy(args, scenario, pool)
+    if policy not in ("hpa", "schedule", "predictive"):
+        return scenario, vary
+    run = with_policy(scenario, pool, policy, slo)
+    spec, table = run.autoscaler(pool), policy_table(run, pool)
+    metric = view_metric(run, pool, table)
+    if spec is None or spec.target is None or metric is None or \
+            not redis_list_trigger(args.emit[0], run, pool, table, metric, args.target):
+        return scenario, vary
+    own = scenario.autoscaler(pool)
+    if own is None or own.policy != policy or own.target is None:  # derived, not set
+        scenario = with_policy(scenario, pool, policy, slo, target=float(max(1, math.floor(spec.target))))
+    if args.tune and not vary:
+        vary = default_grid(policy, scenario, pool, slo)
+        path = f"autoscalers.{pool}.target"
+        if path in vary:
+            vary[path] = sorted({float(max(1, math.floor(v))) for v in vary[path]})
+    return scenario, vary
+
+
 def _check_emit(args: argparse.Namespace, scenario: Any, slo: Any, vary: Any) -> None:
     """``--emit``: every table it may write (the policy, or each point of --tune's grid) fits the API's ranges."""
     from qsim.analysis.autoscaling.contest import default_grid, policy_table
@@ -241,8 +280,7 @@ def _check_emit(args: argparse.Namespace, scenario: Any, slo: Any, vary: Any) ->
     from qsim.autoscale.metric_source import metric_source
 
     pool = autoscaled_pool(scenario, args.pool)
-    own = scenario.autoscaler(pool)
-    policy = args.tune or (args.policy[0] if args.policy else own.policy if own is not None else "hpa")
+    policy = _emitted_policy(args, scenario, pool)
     if policy == "step":
         return  # manifest() refuses it with its own reason
     base = with_policy(scenario, pool, policy, slo)

@@ -169,6 +169,55 @@ def test_target_flags_out_of_place_exit_2(argv: list[str], message: str, tmp_pat
     assert message in capsys.readouterr().err
 
 
+def _derived_target_run(tmp_path: Path, target: str, *extra: str) -> dict[str, Any]:
+    """``qsim autoscale ... --emit keda --json`` of a scenario without an autoscaler (the target derived from the
+    SLO: 2 s x 4 slots / 0.15 s = 53.333 jobs a worker): the emitted ScaledObject (the JSON is on stdout)."""
+    toml = tmp_path / "s.toml"
+    toml.write_text('name = "s"\nduration = 120\n[[queues]]\nname = "orders"\n[[jobs]]\nname = "j"\n'
+                    'queue = "orders"\n[jobs.arrival]\nkind = "poisson"\nrate = 20.0\n[jobs.service]\n'
+                    'kind = "constant"\nmean = 0.15\n[[pools]]\nname = "p"\nqueues = ["orders"]\nconcurrency = 4\n')
+    out = tmp_path / f"{target}.yaml"
+    code = main(["autoscale", str(toml), "--slo", "p95_wait<=2", "--replications", "1", "--processes", "1",
+                 "--no-static", "--emit", "keda", str(out), "--target", target, "--json", *extra])
+    assert code == 0
+    (so,) = [d for d in yaml.safe_load_all(out.read_text()) if d and d["kind"] == "ScaledObject"]
+    return so
+
+
+@pytest.mark.parametrize("tune", [False, True])
+def test_a_derived_target_on_kedas_redis_trigger_is_a_whole_number_and_is_what_ran(
+        tune: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a BullMQ queue whose every waiting job is in its list, and a target qsim derives (53.333 jobs a worker)
+    extra = ["--tune", "hpa", "--budget", "4", "--held-out", "1"] if tune else ["--policy", "hpa"]
+    so = _derived_target_run(tmp_path, "bullmq", *extra)
+    doc = json.loads(capsys.readouterr().out)
+    (trigger,) = so["spec"]["triggers"]
+    assert trigger["type"] == "redis"
+    if tune:
+        # Then --tune searches whole targets only (a quarter, half, once and twice 53, rounded down)
+        assert doc["tuned"]["grid"]["autoscalers.p.target"] == [13.0, 26.0, 53.0, 106.0]
+        ran = float((doc["tuned"]["point"] or {}).get("autoscalers.p.target", 53.0))
+    else:
+        # Then the policy ran with the derived target rounded down: a worker per 53 waiting jobs
+        ran = doc["policies"]["hpa"]["params"]["target"]
+        assert ran == 53.0
+    # And KEDA's redis trigger carries exactly the target that ran, a whole number
+    assert trigger["metadata"]["listLength"] == f"{ran:g}"
+    # And a qsim queue's trigger (a Prometheus threshold) keeps the derived figure
+    so = _derived_target_run(tmp_path, "qsim", "--policy", "hpa")
+    capsys.readouterr()
+    assert so["spec"]["triggers"][0]["metadata"]["threshold"] == "53.333"
+
+
+def test_a_fractional_target_the_scenario_sets_is_still_refused_for_kedas_redis_trigger(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toml = tmp_path / "s.toml"
+    qsim.save(scenario(policy="hpa", metric="list_length", target=2.5), toml)
+    assert main(["autoscale", str(toml), "--slo", "p95_wait<=2", "--emit", "keda", str(tmp_path / "b.yaml"),
+                 "--target", "bullmq"]) == 2
+    assert "target = 2.5 is KEDA's redis trigger's listLength" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("target", "monitored"), [("bullmq", True), ("qsim", False)])
 def test_the_cli_writes_the_advisors_service_monitor_apart(target: str, monitored: bool, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
