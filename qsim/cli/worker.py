@@ -305,7 +305,8 @@ def cmd_dlq(args: argparse.Namespace) -> int:
             missing = sorted(set(args.ids) - set(moved))
             print(f"{len(moved)} job(s) moved back to queue {args.queue}")
             if missing:
-                err("dlq", f"not in the dead-letter queue: {', '.join(missing)}")
+                err("dlq", f"not moved back (not in the dead-letter queue, or its hash is gone or corrupt: "
+                           f"qsim dlq list says which): {', '.join(missing)}")
                 return EXIT_FAILURE
         else:
             print(f"{q.purge_dead()} dead job(s) deleted from queue {args.queue}")

@@ -186,11 +186,14 @@ class JobInfo:
         )
 
     @classmethod
-    def unreadable(cls, queue: str, job_id: str) -> JobInfo:
-        """A job whose key holds another type than a hash (overwritten by hand): nothing of it can be read,
-        its state is "unknown" and ``error`` says why (the engine's scripts move such a key aside and
-        dead-letter the job when they meet it)."""
-        why = (f"job hash is corrupt: the key of job {job_id!r} holds another type than a hash "
+    def unreadable(cls, queue: str, job_id: str, *, gone: bool = False) -> JobInfo:
+        """A job whose key holds another type than a hash (overwritten by hand; the engine's scripts move such
+        a key aside and dead-letter the job when they meet it), or with ``gone`` one whose hash is not there
+        at all (deleted by hand, or evicted under a ``maxmemory-policy`` that evicts): nothing of it can be
+        read, its state is "unknown" and ``error`` says why."""
+        why = (f"job hash is gone: job {job_id!r} is listed but its key does not exist (deleted by hand, or "
+               f"evicted by Redis' maxmemory-policy); there is nothing to retry, qsim dlq purge removes it"
+               if gone else f"job hash is corrupt: the key of job {job_id!r} holds another type than a hash "
                f"(written by hand?)")
         return cls(id=job_id, queue=queue, name="", state="unknown", data=None, priority=0, max_attempts=1,
                    attempts_made=0, stalled=0, timeout=0.0, enqueued_at=None, started_at=None, finished_at=None,

@@ -254,7 +254,10 @@ class QueueCore:
         age = -1 if keep_age is None else int(keep_age * 1000)
         return Op([command("HSET", self.keys.meta, "keep_count", count, "keep_age_ms", age)], lambda r: None)
 
-    def _op_hashes(self, ids: list[str], redact_data: bool, acc: list[JobInfo]) -> Op[list[JobInfo]]:
+    def _op_hashes(self, ids: list[str], redact_data: bool, acc: list[JobInfo],
+                   gone: bool = False) -> Op[list[JobInfo]]:
+        """The jobs of ``ids``; one whose key is not a hash is listed as unreadable, one whose key is gone
+        too with ``gone`` (else left out)."""
         chunk, rest = ids[:_CHUNK * 5], ids[_CHUNK * 5 :]
 
         def parse(replies: list[Any]) -> Any:
@@ -264,14 +267,16 @@ class QueueCore:
                 elif h:
                     info = JobInfo.from_hash(self.name, jid, h)
                     acc.append(self._redacted(info) if redact_data else info)
-            return self._op_hashes(rest, redact_data, acc) if rest else acc
+                elif gone:
+                    acc.append(JobInfo.unreadable(self.name, jid, gone=True))
+            return self._op_hashes(rest, redact_data, acc, gone) if rest else acc
 
         return Op([command("HGETALL", self.keys.job(j)) for j in chunk], parse, errors_in_replies=True)
 
     def op_dead(self, limit: int = 100, offset: int = 0) -> Op[list[JobInfo]]:
         def parse(replies: list[Any]) -> Any:
             ids = list(replies[0])
-            return self._op_hashes(ids, True, []) if ids else []
+            return self._op_hashes(ids, True, [], gone=True) if ids else []  # every id the DLQ counts
 
         return Op([command("ZRANGE", self.keys.dead, offset, offset + limit - 1)], parse)
 

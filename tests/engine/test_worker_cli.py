@@ -83,24 +83,31 @@ def test_stats_and_dlq_commands(redis_url: str, queue: Queue, capsys: pytest.Cap
 def test_dlq_lists_past_a_key_overwritten_by_hand_and_shows_only_dead_jobs(
     redis_url: str, queue: Queue, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given two dead jobs, one of whose keys was overwritten by hand with a string, and a waiting job
-    for jid in ("d1", "d2"):
+    # Given three dead jobs, one of whose keys was overwritten by hand with a string and one deleted by hand
+    # (or evicted), and a waiting job
+    for jid in ("d1", "d2", "d3"):
         queue.add("t", {}, job_id=jid)
         queue.client.zrem(queue.keys.wait, jid)
         queue.client.zadd(queue.keys.dead, {jid: 1})
         queue.client.hset(queue.keys.job(jid), mapping={"state": "dead", "error": "Boom"})
     queue.client.delete(queue.keys.job("d2"))
     queue.client.set(queue.keys.job("d2"), "not a hash")
+    queue.client.delete(queue.keys.job("d3"))
     queue.add("t", {}, job_id="w1")
     opts = ("--queue", "q", "--redis", redis_url)
-    # When the dead-letter queue is listed, then both dead jobs are, the unreadable one saying why
+    # When the dead-letter queue is listed, then every dead job is (as many as stats counts), the unreadable
+    # ones saying why
     code, out, err = run_cli("dlq", "list", *opts, capsys=capsys)
     assert code == 0, err
     rows = dict(line.split("\t", 1) for line in out.splitlines())
-    assert set(rows) == {"d1", "d2"} and "Boom" in rows["d1"]
-    assert "holds another type than a hash" in rows["d2"]
+    assert set(rows) == {"d1", "d2", "d3"} and "Boom" in rows["d1"] and "3 dead job(s)" in err
+    assert queue.counts()["dead"] == 3
+    assert "holds another type than a hash" in rows["d2"] and "job hash is gone" in rows["d3"]
     code, out, _ = run_cli("dlq", "list", *opts, "--json", capsys=capsys)
-    assert {j["id"]: j["state"] for j in json.loads(out)} == {"d1": "dead", "d2": "unknown"}
+    assert {j["id"]: j["state"] for j in json.loads(out)} == {"d1": "dead", "d2": "unknown", "d3": "unknown"}
+    # and retrying the gone one moves nothing and says where to look
+    code, out, err = run_cli("dlq", "retry", "d3", *opts, capsys=capsys)
+    assert code == 1 and "0 job(s) moved back" in out and "hash is gone or corrupt" in err and "d3" in err
     # and showing the unreadable one, or a job that is not dead, is one clear line and exit 1
     code, out, err = run_cli("dlq", "show", "d2", *opts, capsys=capsys)
     assert code == 1 and out == "" and "'d2' holds another type than a hash" in err and "WRONGTYPE" not in err
