@@ -38,10 +38,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qsim.analysis.fidelity.compare import Comparison, add_bands, compare_summaries, wants_bands
+from qsim.analysis.fidelity.compare import REMEASURE, Comparison, add_bands, compare_summaries, wants_bands
 from qsim.bullmq.measure import summary_from_measured
 from qsim.bullmq.options import DEFAULT_PREFIX, check_supported, child_options, job_options, notes, priorities
 from qsim.errors import NotSupportedError, ScenarioError
+from qsim.harness.pauses import PAUSE_LIMIT, PauseWatch
 from qsim.results.summary import Summary
 from qsim.spec.scenario import Scenario
 from qsim.spec.templates import render
@@ -278,17 +279,26 @@ async def compare_bullmq_async(scenario: Scenario, redis_url: str, *, queues: Se
     if drain_timeout is None:
         drain_timeout = predicted_drain(scenario, jobs=model.jobs).timeout
     plan = plan_jobs(scenario, seed=seed, max_jobs=max_jobs)
-    run_id = run_id or f"cmp-{secrets.token_hex(4)}"
-    added: list[tuple[str, str, str, float]] = []  # (job id, type, BullMQ queue, planned enqueue time)
-    workers = None
-    if worker_command:
-        from qsim.bullmq.autoscaling import BullMQWorkers
+    first = run_id or f"cmp-{secrets.token_hex(4)}"
+    pauses: list[float] = []
+    while True:  # measured again (at most REMEASURE times) while the machine paused the run (qsim.harness.pauses)
+        run_id = first if not pauses else f"{first}-{len(pauses)}"
+        added: list[tuple[str, str, str, float]] = []  # (job id, type, BullMQ queue, planned enqueue time)
+        workers = None
+        if worker_command:
+            from qsim.bullmq.autoscaling import BullMQWorkers
 
-        workers = BullMQWorkers(scenario, redis_url, worker_command, queues=mapping, prefix=prefix, run_id=run_id,
-                                seed=seed, logdir=Path(logdir) if logdir else None)
-        await workers.start()
-    t0, ended = await _run_live(redis_url, prefix, workers, scenario, plan, mapping=mapping, run_id=run_id,
-                                added=added, progress=progress, drain_timeout=drain_timeout)
+            workers = BullMQWorkers(scenario, redis_url, worker_command, queues=mapping, prefix=prefix,
+                                    run_id=run_id, seed=seed, logdir=Path(logdir) if logdir else None)
+            await workers.start()
+        with PauseWatch() as watch:
+            t0, ended = await _run_live(redis_url, prefix, workers, scenario, plan, mapping=mapping, run_id=run_id,
+                                        added=added, progress=progress, drain_timeout=drain_timeout)
+        pauses.append(round(watch.longest, 3))
+        if not watch.paused or len(pauses) > REMEASURE:
+            break
+        logger.warning("this machine paused the BullMQ run for %.2f s (not BullMQ's doing): measuring it again",
+                       watch.longest)
     if progress is not None:
         progress(1.0)
     measured, _now, _start = await asyncio.to_thread(read_bullmq, redis_url, sorted(set(mapping.values())),
@@ -299,6 +309,8 @@ async def compare_bullmq_async(scenario: Scenario, redis_url: str, *, queues: Se
         summary["autoscaling"] = workers.sections(ended)
     doc = await _compared(model.summary, summary, scenario, seed=seed, max_jobs=max_jobs, autoscaled=autoscaled)
     doc["ratios"]["utilization"] = None  # not measured on BullMQ
+    if max(pauses) >= PAUSE_LIMIT:
+        doc["paused"] = {"runs": pauses, "limit": PAUSE_LIMIT}
     doc["bullmq"] = {"queues": mapping, "prefix": prefix, "run_id": run_id, "added": len(added),
                      "source": measured.source, "notes": notes(scenario),
                      "worker_command": list(worker_command) if worker_command else None}

@@ -91,7 +91,7 @@ def format_comparison(doc: dict[str, Any]) -> str:
     if doc.get("paused"):
         from qsim.analysis.fidelity.compare import paused_note
 
-        lines.append(f"note: {paused_note(doc['paused'])}")
+        lines.append(f"note: {paused_note(doc['paused'], side)}")
     return "\n".join(lines)
 
 

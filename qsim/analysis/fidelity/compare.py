@@ -142,7 +142,7 @@ class Comparison(dict[str, Any]):
         lost = field_value(self["engine"], "jobs.lost")
         lead = para(self.verdict_line() + f"; engine lost {num(lost)} job(s)", bold=self._title() + ":")
         if self.get("paused"):
-            lead += para(paused_note(self["paused"]), bold="Note:")
+            lead += para(paused_note(self["paused"], str(self["engine"].get("source") or "engine")), bold="Note:")
         return page(lead, table(list(f.columns), f.itertuples(index=False, name=None), bold=bad))
 
 
@@ -209,12 +209,14 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
     return doc
 
 
-def paused_note(paused: Mapping[str, Any]) -> str:
-    """What a comparison's ``paused`` part says: the machine paused an engine run, which was measured again."""
+def paused_note(paused: Mapping[str, Any], side: str = "engine") -> str:
+    """What a comparison's ``paused`` part says: the machine paused the measured run (``side``: engine or
+    bullmq), which was measured again."""
     runs = [float(x) for x in paused["runs"]]
     again = len(runs) - 1
-    text = (f"this machine paused the engine's run for {max(runs[:-1] or runs):.2f} s (a frozen virtual machine, "
-            f"a process stopped or swapped out: not the engine's doing)")
+    who = "BullMQ" if side == "bullmq" else "the engine"
+    text = (f"this machine paused {who}'s run for {max(runs[:-1] or runs):.2f} s (a frozen virtual machine, "
+            f"a process stopped or swapped out: not {who}'s doing)")
     if again:
         text += f"; measured again{f' {again} times' if again > 1 else ''}, the figures are the last run's"
     if runs[-1] >= float(paused["limit"]):
