@@ -95,7 +95,6 @@ def format_comparison(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-
 def _slo_value(x: Any, share: float | None) -> str:
     """An SLO's per-run value: a figure, or the share of windows meeting it."""
     return fmt(x) if not share or x is None else f"{100 * x:.3g}% of windows"

@@ -81,7 +81,7 @@ class EngineResult:
         notes = [f"queue {q}: {', '.join(f'{n} {state}' for state, n in states.items())} when the "
                  f"{self.drain_timeout:g} s drain timeout ran out" for q, states in self.unsettled.items()]
         if self.paused >= PAUSE_LIMIT:
-            notes.append(f"this machine paused the run for {self.paused:.2f} s: its waits and throughput include it")
+            notes.append(_paused(self.paused))
         return notes
 
     def __repr__(self) -> str:
@@ -92,6 +92,10 @@ class EngineResult:
     def _repr_html_(self) -> str:
         s = self.summary
         return summary_html(s, title=f"Engine run of {s['scenario']} (seed {s['seed']})", notes=self.notes())
+
+
+def _paused(seconds: float) -> str:
+    return f"this machine paused the run for {seconds:.2f} s: its waits and throughput include the pause"
 
 
 def check_supported(scenario: Scenario) -> None:
@@ -160,8 +164,7 @@ async def _run(scenario: Scenario, url: str, seed: int, max_jobs: int | None, dr
         if unsettled:
             logger.warning("%s", unsettled_message(unsettled, drain.timeout))
         if watch.paused:
-            logger.warning("this machine paused the run for %.2f s: its waits and throughput include the pause",
-                           watch.longest)
+            logger.warning("%s", _paused(watch.longest))
         exit_codes = await asyncio.to_thread(pools.stop_all, max(pools.grace(p.name) for p in scenario.pools) + 10)
         infos = [info for q in queues.values() for info in await q.job_records()]
         records = _records(infos, added, t0, slot_changes, processes)
