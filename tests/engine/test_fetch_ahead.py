@@ -241,7 +241,9 @@ def test_sigterm_hands_held_jobs_back_at_once(workers: Workers, q: Queue, redis_
     warm(q, 2, 0.5)
     q.add_bulk([("long", {"sleep": 2.0}, {"job_id": "long"})]
                + [("short", {"sleep": 0.01}, {"job_id": f"short-{i}"}) for i in range(3)])
-    wait_until(lambda: q.counts()["active"] == 4 or q.counts()["waiting"] == 3, timeout=10)
+    # (until the long job's handler started: a job is active in Redis from its fetch, before the worker runs it)
+    wait_until(lambda: runs(q.client)["long"] == 1 and (q.counts()["active"] == 4 or q.counts()["waiting"] == 3),
+               timeout=10)
     held = q.counts()["active"] - 1
     # When it gets SIGTERM
     t0 = time.monotonic()
@@ -263,7 +265,9 @@ def test_a_cut_off_counts_only_running_jobs(workers: Workers, q: Queue) -> None:
     warm(q, 2, 0.5)
     q.add_bulk([("long", {"sleep": 2.0}, {"job_id": "long"})]
                + [("short", {"sleep": 0.01}, {"job_id": f"short-{i}"}) for i in range(3)])
-    wait_until(lambda: q.counts()["active"] == 4 or q.counts()["waiting"] == 3, timeout=10)
+    # (until the long job's handler started: a job is active in Redis from its fetch, before the worker runs it)
+    wait_until(lambda: runs(q.client)["long"] == 1 and (q.counts()["active"] == 4 or q.counts()["waiting"] == 3),
+               timeout=10)
     # When it gets SIGTERM with a grace shorter than the running job
     p.send_signal(signal.SIGTERM)
     code = p.wait(15)
