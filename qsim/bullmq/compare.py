@@ -36,13 +36,13 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from qsim.analysis.fidelity.compare import REMEASURE, Comparison, add_bands, compare_summaries, wants_bands
+from qsim.analysis.fidelity.compare import Comparison, add_bands, compare_summaries, wants_bands
 from qsim.bullmq.measure import summary_from_measured
 from qsim.bullmq.options import DEFAULT_PREFIX, check_supported, child_options, job_options, notes, priorities
 from qsim.errors import NotSupportedError, ScenarioError
-from qsim.harness.pauses import PAUSE_LIMIT, PauseWatch
+from qsim.harness.pauses import PauseWatch, paused_part, remeasured
 from qsim.results.summary import Summary
 from qsim.spec.scenario import Scenario
 from qsim.spec.templates import render
@@ -216,6 +216,17 @@ async def _run_live(redis_url: str, prefix: str, workers: Any, scenario: Scenari
     return t0, ended
 
 
+class _LiveRun(NamedTuple):
+    """One live run on BullMQ: its run id, the jobs added (id, type, queue, planned enqueue time), the workers
+    qsim started (or None), its wall-clock start and how long it lasted."""
+
+    run_id: str
+    added: list[tuple[str, str, str, float]]
+    workers: Any
+    t0: float
+    ended: float
+
+
 async def _compared(model: Summary, measured: Summary, scenario: Scenario, *, seed: int, max_jobs: int | None,
                     autoscaled: bool) -> Comparison:
     """The model's Summary against BullMQ's: with the model's window bands over other seeds where the windows
@@ -280,10 +291,11 @@ async def compare_bullmq_async(scenario: Scenario, redis_url: str, *, queues: Se
         drain_timeout = predicted_drain(scenario, jobs=model.jobs).timeout
     plan = plan_jobs(scenario, seed=seed, max_jobs=max_jobs)
     first = run_id or f"cmp-{secrets.token_hex(4)}"
-    pauses: list[float] = []
-    while True:  # measured again (at most REMEASURE times) while the machine paused the run (qsim.harness.pauses)
-        run_id = first if not pauses else f"{first}-{len(pauses)}"
-        added: list[tuple[str, str, str, float]] = []  # (job id, type, BullMQ queue, planned enqueue time)
+
+    async def once(attempt: int) -> tuple[_LiveRun, float]:
+        """One live run; a run measured again (the machine paused this one) gets a new run id and new workers."""
+        run_id = f"{first}-{attempt}" if attempt else first
+        added: list[tuple[str, str, str, float]] = []
         workers = None
         if worker_command:
             from qsim.bullmq.autoscaling import BullMQWorkers
@@ -294,11 +306,9 @@ async def compare_bullmq_async(scenario: Scenario, redis_url: str, *, queues: Se
         with PauseWatch() as watch:
             t0, ended = await _run_live(redis_url, prefix, workers, scenario, plan, mapping=mapping, run_id=run_id,
                                         added=added, progress=progress, drain_timeout=drain_timeout)
-        pauses.append(round(watch.longest, 3))
-        if not watch.paused or len(pauses) > REMEASURE:
-            break
-        logger.warning("this machine paused the BullMQ run for %.2f s (not BullMQ's doing): measuring it again",
-                       watch.longest)
+        return _LiveRun(run_id, added, workers, t0, ended), watch.longest
+
+    (run_id, added, workers, t0, ended), pauses = await remeasured(once, "BullMQ")
     if progress is not None:
         progress(1.0)
     measured, _now, _start = await asyncio.to_thread(read_bullmq, redis_url, sorted(set(mapping.values())),
@@ -309,8 +319,8 @@ async def compare_bullmq_async(scenario: Scenario, redis_url: str, *, queues: Se
         summary["autoscaling"] = workers.sections(ended)
     doc = await _compared(model.summary, summary, scenario, seed=seed, max_jobs=max_jobs, autoscaled=autoscaled)
     doc["ratios"]["utilization"] = None  # not measured on BullMQ
-    if max(pauses) >= PAUSE_LIMIT:
-        doc["paused"] = {"runs": pauses, "limit": PAUSE_LIMIT}
+    if paused := paused_part(pauses):
+        doc["paused"] = paused
     doc["bullmq"] = {"queues": mapping, "prefix": prefix, "run_id": run_id, "added": len(added),
                      "source": measured.source, "notes": notes(scenario),
                      "worker_command": list(worker_command) if worker_command else None}

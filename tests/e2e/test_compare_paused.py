@@ -70,7 +70,7 @@ def test_a_bullmq_comparison_whose_run_was_paused_is_measured_again(redis_url: s
     # Then BullMQ was measured again, with new job ids, and the document says so
     paused = doc["paused"]
     assert len(paused["runs"]) == 2 and paused["runs"][0] >= 0.7, (paused, err[-2000:])
-    assert paused["runs"][1] < PAUSE_LIMIT and "paused the BullMQ run for" in err
+    assert paused["runs"][1] < PAUSE_LIMIT and "paused BullMQ's run for" in err
     bullmq, jobs = doc["bullmq"], doc["engine"]["jobs"]
     assert bullmq["run_id"].endswith("-1") and bullmq["added"] == 90
     assert jobs["lost"] == 0 and jobs["unfinished"] == 0 and jobs["completed"] == jobs["arrived"]

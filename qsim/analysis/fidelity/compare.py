@@ -9,7 +9,6 @@ two Summaries, and :meth:`Comparison.checked` adds the ``--check`` verdicts.
 from __future__ import annotations
 
 import asyncio
-import logging
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -20,7 +19,7 @@ import pandas as pd
 
 from qsim.analysis.fidelity.check import Tolerance, check, check_document, judge_slos, unit_of
 from qsim.autoscale.build import Advisors
-from qsim.harness.pauses import PAUSE_LIMIT
+from qsim.harness.pauses import REMEASURE, paused_part, remeasured
 from qsim.results.display import num, page, para, table
 from qsim.results.summary import field_value
 from qsim.spec.scenario import Scenario
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["RATIO_FIELDS", "KEY_FIELDS", "ratios", "compare_summaries", "field_value", "compare", "compare_async",
            "Comparison", "band_seeds", "BAND_JOBS", "add_bands", "wants_bands", "REMEASURE", "paused_note"]
 
-logger = logging.getLogger(__name__)
 
 #: Summary fields compared, as dotted paths.
 RATIO_FIELDS = (
@@ -180,8 +178,7 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
     model = await asyncio.to_thread(simulate, s, seed=seed, max_jobs=max_jobs, recommend=recommend)
     if drain_timeout is None:
         drain_timeout = predicted_drain(s, jobs=model.jobs).timeout
-    pauses: list[float] = []
-    run = partial(_measured, s, pauses, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
+    run = partial(_measured, s, seed=seed, max_jobs=max_jobs, drain_timeout=drain_timeout,
                   progress=progress, keep=keep, recommend=recommend)
     if redis_url is None:
         from qsim.harness.server import RedisServer
@@ -189,14 +186,14 @@ async def compare_async(scenario: Scenario | str | Path | None, redis_url: str |
         with tempfile.TemporaryDirectory(prefix="qsim-redis-") as tmp:
             server = await asyncio.to_thread(RedisServer(Path(tmp)).start)
             try:
-                engine = await run(server.url)
+                engine, pauses = await run(server.url)
             finally:
                 server.stop()
     else:
-        engine = await run(redis_url)
+        engine, pauses = await run(redis_url)
     doc = compare_summaries(model.summary, engine.summary)
-    if max(pauses) >= PAUSE_LIMIT:
-        doc["paused"] = {"runs": pauses, "limit": PAUSE_LIMIT}
+    if paused := paused_part(pauses):
+        doc["paused"] = paused
     runs = await asyncio.to_thread(add_bands, doc, s, seed=seed, max_jobs=max_jobs, recommend=recommend) \
         if (wants_bands(s) if bands is None else bands) else None
     if s.autoscalers:
@@ -224,25 +221,16 @@ def paused_note(paused: Mapping[str, Any], side: str = "engine") -> str:
     return text
 
 
-#: How many times a comparison measures the engine again when the machine paused its run (:mod:`qsim.harness.pauses`).
-REMEASURE = 2
-
-
-async def _measured(scenario: Scenario, pauses: list[float], url: str, **options: Any) -> EngineResult:
-    """The engine's run of ``scenario`` on ``url``, measured again (at most :data:`REMEASURE` times) while the
-    machine paused the run for :data:`~qsim.harness.pauses.PAUSE_LIMIT` or longer (a frozen virtual machine, a
-    process stopped or swapped out): such a run's waits carry the pause, which is not the engine's. Each run's
-    longest pause is appended to ``pauses``; the last run is returned, paused or not."""
+async def _measured(scenario: Scenario, url: str, **options: Any) -> tuple[EngineResult, list[float]]:
+    """The engine's run of ``scenario`` on ``url``, measured again while the machine paused it
+    (:func:`qsim.harness.pauses.remeasured`), and each run's longest pause."""
     from qsim.harness.run import run_scenario_async
 
-    engine = await run_scenario_async(scenario, url, **options)
-    pauses.append(round(engine.paused, 3))
-    while engine.paused >= PAUSE_LIMIT and len(pauses) <= REMEASURE:
-        logger.warning("this machine paused the engine's run for %.2f s (not the engine's doing): measuring it "
-                       "again", engine.paused)
+    async def once(_attempt: int) -> tuple[EngineResult, float]:
         engine = await run_scenario_async(scenario, url, **options)
-        pauses.append(round(engine.paused, 3))
-    return engine
+        return engine, engine.paused
+
+    return await remeasured(once, "the engine")
 
 
 def wants_bands(scenario: Scenario) -> bool:
