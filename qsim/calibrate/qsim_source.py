@@ -40,6 +40,7 @@ from qsim.calibrate.redis_read import (
     redis_now,
     scan_some,
 )
+from qsim.engine.jobinfo import attempt_log
 from qsim.engine.keys import QueueKeys
 from qsim.engine.queue import DEFAULT_KEEP_COMPLETED
 from qsim.engine.safety import display_url
@@ -189,7 +190,7 @@ def _measured(refs: list[tuple[int, str]], rows: list[list[str | None]], keysets
         state = h["state"] or ""
         outcome = state if state in ("completed", "dead") else "unfinished"
         log = []
-        for entry in (h["log"] or "").split(";"):
+        for entry in attempt_log(h).split(";"):
             parts = entry.split(",", 3)
             if len(parts) == 4:
                 log.append((_f(parts[0]), _f(parts[1]), parts[2], parts[3]))

@@ -17,9 +17,12 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
     stalled         times the job's lock expired
     error, traceback  last failure          returnvalue   result (JSON)
     progress        last progress (JSON)
-    log             one "start,end,outcome,worker;" entry per attempt (the
-                    latest 16 KB of entries are kept);
-                    outcome: completed | failed | timeout | stalled | released
+    log             one "start,end,outcome,worker;" entry per attempt that did
+                    not complete (the latest 16 KB of entries are kept);
+                    outcome: failed | timeout | stalled | released. A
+                    completed job's last attempt is not written there (it is
+                    attempt_started, finished_at and worker): readers add it
+                    (:func:`attempt_log`; earlier engines wrote it)
     rkey            the value of the queue's rate-limit key field in the
                     payload, as text (keyed queues only; read at add time)
 
@@ -40,9 +43,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["JobInfo", "Attempt", "EnqueuedJob", "JOB_STATES", "parse_log"]
+__all__ = ["JobInfo", "Attempt", "EnqueuedJob", "JOB_STATES", "parse_log", "attempt_log"]
 
 JOB_STATES = ("waiting", "delayed", "active", "completed", "dead", "waiting_children")
 
@@ -65,6 +69,19 @@ def parse_log(text: str | None) -> list[Attempt]:
             start, end, outcome, worker = entry.split(",", 3)
             out.append(Attempt(float(start), float(end), outcome, worker))
     return out
+
+
+def attempt_log(h: Mapping[str, str | None]) -> str:
+    """The ``log`` of job hash ``h`` with every attempt: a completed job's last attempt added as
+    ``"<attempt_started>,<finished_at>,completed,<worker>;"`` (the engine leaves it out: those fields hold it),
+    unless the log ends with it already (written by an earlier engine)."""
+    log = h.get("log") or ""
+    if h.get("state") != "completed" or not h.get("attempt_started") or not h.get("finished_at"):
+        return log
+    last = log.rstrip(";").rsplit(";", 1)[-1].split(",", 3)
+    if len(last) == 4 and last[2] == "completed":
+        return log
+    return f"{log}{h['attempt_started']},{h['finished_at']},completed,{h.get('worker') or ''};"
 
 
 def _f(v: str | None) -> float | None:
@@ -180,7 +197,7 @@ class JobInfo:
             returnvalue=loads("returnvalue"),
             progress=loads("progress"),
             backoff=h.get("backoff", ""),
-            attempts=_log(h.get("log")),
+            attempts=_log(attempt_log(h)),
             data_error=data_error,
             parent=_parent_ref(h.get("parent"), h.get("parent_base")),
         )

@@ -78,7 +78,7 @@ for i = 0, n - 1 do
       redis.call('ZADD', KEYS[2], now_ms + delay, id)
     else
       local score = qsim_back_position(prio, seq)
-      waiting.add(score, id)
+      waiting.add(string.format('%d', score), id)  -- (as text: Redis formats a Lua number at greater cost)
       if rkey ~= '' and qsim_has_lanes(base) then
         qsim_lane_put(base, id, score, ARGV[b + 8])
       end

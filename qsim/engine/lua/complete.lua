@@ -47,8 +47,7 @@ local notices = tonumber(ARGV[5])
 for i = 6 + 2 * notices, #ARGV, 4 do
   local id = ARGV[i]
   local jk = prefix .. id
-  local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made', 'log', 'name',
-    'parent', 'parent_base', 'started_at', 'held')
+  local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempts_made', 'name', 'parent', 'parent_base', 'held')
   if f.err then
     qsim_corrupt(base, id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -62,19 +61,20 @@ for i = 6 + 2 * notices, #ARGV, 4 do
     codes[#codes + 1] = -1
   else
     leave_active.add(id)
-    if f[11] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
-    local hs = {'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2],
-      'attempts_made', (tonumber(f[5]) or 0) + 1}
-    local started = qsim_held_start(hs, f[3], f[10], tonumber(ARGV[i + 3]) or 0, now_s)
-    hs[#hs + 1] = 'log'
-    hs[#hs + 1] = qsim_log(f[6], (started or now_s) .. ',' .. now_s .. ',completed,' .. (f[4] or '') .. ';')
+    if f[7] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
+    local made = '1'  -- (text: a Lua number would be formatted for Redis, which costs more than the job's lookups)
+    if f[3] then made = tostring((tonumber(f[3]) or 0) + 1) end
+    local hs = {'state', 'completed', 'finished_at', now_s, 'returnvalue', ARGV[i + 2], 'attempts_made', made}
+    local held_us = tonumber(ARGV[i + 3]) or 0
+    if held_us > 0 then qsim_held_start(hs, redis.call('HGET', jk, 'attempt_started'), jk, held_us, now_s) end
+    -- (no "log" entry: a completed attempt is attempt_started, finished_at and worker; readers add it)
     redis.call('HSET', jk, unpack(hs))
     enter_completed.add(now_ms_text, id)
-    redis.call('XADD', KEYS[3], '*', 'event', 'completed', 'job', id, 'name', f[7] or '')
+    redis.call('XADD', KEYS[3], '*', 'event', 'completed', 'job', id, 'name', f[4] or '')
     codes[#codes + 1] = 1
     done = done + 1
-    if f[8] then
-      qsim_child_finished(base, id, f[8], f[9], nil, ARGV[i + 2], nil, now_ms, now_s, maxlen)
+    if f[5] then
+      qsim_child_finished(base, id, f[5], f[6], nil, ARGV[i + 2], nil, now_ms, now_s, maxlen)
     end
   end
 end

@@ -38,7 +38,7 @@ for i = 3, #ARGV, 7 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
-    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'started_at', 'held')
+    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'held')
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -56,9 +56,9 @@ for i = 3, #ARGV, 7 do
     local outcome = 'failed'
     if ARGV[i + 5] == 'timeout' then outcome = 'timeout' end
     redis.call('ZREM', KEYS[1], id)
-    if f[14] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
+    if f[13] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
     local hs = {'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3]}
-    local started = qsim_held_start(hs, f[3], f[13], tonumber(ARGV[i + 6]) or 0, now_s)
+    local started = qsim_held_start(hs, f[3], jk, tonumber(ARGV[i + 6]) or 0, now_s)
     hs[#hs + 1] = 'log'
     hs[#hs + 1] = qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';')
     redis.call('HSET', jk, unpack(hs))

@@ -25,16 +25,16 @@ end
 -- The start of an attempt recorded as `started` (the hash's "attempt_started") when the job waited `held_us`
 -- in the worker for a free slot (fetched ahead, see qsim.engine.pipeline): the fetch's stamp moved on by
 -- that wait, never past `now_s`. When it moved, its HSET field/value pairs are appended to `fields`
--- ("attempt_started", and "started_at" too when this is the first attempt: `first`, the hash's
--- "started_at", equals `started`), for the caller's one HSET of the job. Returns the start.
-local function qsim_held_start(fields, started, first, held_us, now_s)
+-- ("attempt_started", and "started_at" too when this is the first attempt: the "started_at" of job hash
+-- `jk`, read only then, equals `started`), for the caller's one HSET of the job. Returns the start.
+local function qsim_held_start(fields, started, jk, held_us, now_s)
   if not started or held_us <= 0 then return started end
   local t = tonumber(started) + held_us / 1000000
   local moved = now_s
   if t < tonumber(now_s) then moved = string.format('%.6f', t) end
   fields[#fields + 1] = 'attempt_started'
   fields[#fields + 1] = moved
-  if first == started then
+  if redis.call('HGET', jk, 'started_at') == started then
     fields[#fields + 1] = 'started_at'
     fields[#fields + 1] = moved
   end
