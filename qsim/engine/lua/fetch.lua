@@ -91,7 +91,8 @@ local limited = 0
 for i = 1, Q do
   local b = 5 * (i - 1)
   local q = {wait = KEYS[b + 1], active = KEYS[b + 2], meta = KEYS[b + 3], marker = KEYS[b + 4], rl = KEYS[b + 5],
-    prefix = ARGV[7 + 2 * (i - 1)], weight = tonumber(ARGV[8 + 2 * (i - 1)]), room = n, index = tostring(i)}
+    prefix = ARGV[7 + 2 * (i - 1)], weight = tonumber(ARGV[8 + 2 * (i - 1)]), room = n,
+    index = tostring(i)}
   local m = redis.call('HMGET', q.meta, 'paused', 'concurrency_limit', 'rate_max', 'rate_per_ms', 'rate_key', 'aging_ms')
   q.off = m[1] == '1'
   if m[2] or m[3] then limited = 1 end
@@ -263,8 +264,8 @@ local function start(q, i, id, s)
   local f = redis.pcall('HMGET', jk, 'name', 'data', 'attempts_made', 'max_attempts', 'backoff', 'timeout', 'started_at',
     'enqueued_at')
   if f.err then
-    -- The job key holds another type (written by hand). An error here would abort the script after
-    -- its id left the wait set and lose the rest of the batch: keep the value aside and dead-letter the job instead.
+    -- The job key holds another type (written by hand). An error here would abort the script after its id
+    -- left the wait set and lose the rest of the batch: keep the value aside and dead-letter the job instead.
     qsim_corrupt(string.sub(q.prefix, 1, -5), id, now_ms, now_s, QSIM_EVENTS_MAXLEN)
     return
   end
