@@ -7,6 +7,12 @@ here on a fresh loop; with one (Jupyter, IPython, an async web app) it runs on
 a fresh loop in a worker thread while this thread waits, because a loop
 cannot be re-entered. Notebooks had better ``await`` the async functions
 directly: the kernel stays responsive and the run can be interrupted.
+
+Ctrl-C ends a run here for sure: asyncio's runner cancels the coroutine once,
+and on Python 3.11 a cancel can be lost in redis-py's ``wait_for`` (see
+:func:`qsim.engine.eventloop.cancel_and_wait`), so the run went on to its end
+and exited 0. The coroutine is cancelled again until it has ended, then
+``KeyboardInterrupt`` is raised as usual.
 """
 
 from __future__ import annotations
@@ -33,7 +39,19 @@ def loop_running() -> bool:
 
 def _run_here(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     with Runner() as runner:
-        return runner.run(make())
+        return runner.run(_cancelled_for_sure(make()))
+
+
+async def _cancelled_for_sure(main: Coroutine[Any, Any, T]) -> T:
+    """``main``; when this is cancelled (the runner's Ctrl-C), ``main`` is cancelled until it has ended."""
+    from qsim.engine.eventloop import cancel_and_wait
+
+    task = asyncio.ensure_future(main)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await cancel_and_wait([task])
+        raise
 
 
 def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
