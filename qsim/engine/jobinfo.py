@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["JobInfo", "Attempt", "EnqueuedJob", "JOB_STATES", "parse_log", "attempt_log"]
