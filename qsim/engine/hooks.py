@@ -29,13 +29,17 @@ dead, ...) are events: ``Worker.on(event, callback)``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from qsim.engine.eventloop import cancel_and_wait
 from qsim.engine.job import Job
 
 __all__ = ["AttemptHook", "LifecycleHook", "Started", "ColdStart", "is_attempt_hook", "is_lifecycle_hook"]
+
+logger = logging.getLogger(__name__)
 
 
 class AttemptHook(Protocol):
@@ -86,27 +90,42 @@ class Started:
 
 class ColdStart:
     """A worker that takes no work before ``at`` (a time.time() timestamp), then says it is ready by pushing its
-    id on the Redis list ``ready_key`` (None: it says nothing): a pod's cold start, as the harness's pool
-    processes have it (:mod:`qsim.harness.pool_worker`). A SIGTERM meanwhile ends the process (the worker's own
-    handlers are installed once it runs)."""
+    id on the Redis list ``ready_key`` (None: it says nothing) once it takes work (connected, its first fetch
+    answered: :meth:`~qsim.engine.worker.Worker.wait_taking_work`): a pod's cold start and readiness, as the
+    harness's pool processes have them (:mod:`qsim.harness.pool_worker`). Said earlier, jobs added at once
+    would wait for the worker to connect and load its scripts (about 0.1 s on a loaded 2-core machine). A
+    SIGTERM meanwhile ends the process (the worker's own handlers are installed once it runs)."""
 
     def __init__(self, at: float, ready_key: str | None = None) -> None:
         self.at, self.ready_key = at, ready_key
+        self._saying: asyncio.Future[None] | None = None
 
     async def on_start(self, worker: Any) -> None:
-        """Wait until ``at``, then push the worker's id on ``ready_key``."""
+        """Wait until ``at``; then, in a task of its own, push the worker's id on ``ready_key`` once it takes work."""
         wait = self.at - time.time()
         if wait > 0:
             await asyncio.sleep(wait)
-        if self.ready_key is None:
-            return
+        if self.ready_key is not None:
+            self._saying = asyncio.ensure_future(self._say_ready(worker, self.ready_key))
+
+    @staticmethod
+    async def _say_ready(worker: Any, ready_key: str) -> None:
         import redis.asyncio
 
+        try:
+            await worker.wait_taking_work()
+        except RuntimeError:
+            return  # it stopped before it took work: it never was ready
         client = redis.asyncio.Redis.from_url(worker.url)
         try:
-            await client.rpush(self.ready_key, worker.id)
+            await client.rpush(ready_key, worker.id)
+        except redis.RedisError as e:
+            logger.error("worker %s takes work but could not say so on %s: %s", worker.id, ready_key, e)
         finally:
             await client.aclose()
 
     async def on_stop(self, worker: Any) -> None:
-        """Nothing to undo."""
+        """Stop waiting to say it is ready (a worker that stopped first never was)."""
+        if self._saying is not None:
+            await cancel_and_wait([self._saying])
+            self._saying = None

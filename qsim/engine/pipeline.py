@@ -219,6 +219,9 @@ class Pipeline:
         self.processed = processed
         #: Set when the results left could not be sent after the worker stopped.
         self.gave_up = False
+        #: Set once Redis answered the first fetch (connected, scripts loaded): a job added from then on is
+        #: picked up within a round trip (or by the BLPOP that follows an empty answer).
+        self.taking_work = asyncio.Event()
         self._inflight = 0
         self._reserved = 0
         self._ticks: set[asyncio.Future[None]] = set()
@@ -482,6 +485,7 @@ class Pipeline:
 
     def _fetched(self, n: int, at_once: int, sent: float, replies: list[Any]) -> None:
         got, wait_ms, held, self._limited, at = parse_fetch_status(replies[0])
+        self.taking_work.set()
         self._clock_ahead = min(self._clock_ahead, at - sent)
         self._maybe_ready = len(got) >= n
         if wait_ms >= 0:

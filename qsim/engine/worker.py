@@ -107,6 +107,7 @@ class Worker:
         self._hooks: list[AttemptHook] = []
         self._lifecycle: list[LifecycleHook] = []
         self._run: _Run | None = None
+        self._run_made: asyncio.Event | None = None  # per run(): set once its parts exist, or once it ended
         self._starting: asyncio.Event | None = None  # set while run() connects; close() then waits on it
         self._close_early: float | None = None  # a close() asked for while run() was still connecting
         self._exit_code = EXIT_DRAINED
@@ -188,6 +189,7 @@ class Worker:
         if self._run is not None or self._starting is not None:
             raise RuntimeError("this worker is already running")
         self._starting, self._close_early = asyncio.Event(), None
+        self._run_made = asyncio.Event()
         started: list[LifecycleHook] = []
         try:
             for hook in list(self._lifecycle):
@@ -198,6 +200,9 @@ class Worker:
             if self._starting is not None:  # an on_start raised or was cancelled: nothing connected
                 self._starting.set()
                 self._starting = None
+            if self._run_made is not None:  # (a wait_taking_work still waiting learns the run ended)
+                self._run_made.set()
+                self._run_made = None
             for hook in reversed(started):
                 try:
                     await hook.on_stop(self)
@@ -223,6 +228,8 @@ class Worker:
             self._starting.set()
             self._starting = None
         self._run = run
+        if self._run_made is not None:
+            self._run_made.set()
         self._exit_code = EXIT_DRAINED
         if self._close_early is not None:
             self._request_close(run, self._close_early)
@@ -248,6 +255,31 @@ class Worker:
             run.finished.set()
         logger.info("worker %s stopped (exit code %s, %s jobs processed)", s.id, self._exit_code, self._processed)
         return self._exit_code
+
+    async def wait_taking_work(self) -> None:
+        """Wait until ``run()`` takes work: connected, and its first fetch answered (its scripts loaded), so
+        a job added from then on is picked up within a round trip. Call it while ``run()`` runs, from a task
+        of its own (a lifecycle hook's ``on_start`` runs before the worker connects: see
+        :class:`~qsim.engine.hooks.ColdStart`).
+
+        Raises:
+            RuntimeError: the worker is not running, or its run ended before it took work.
+        """
+        made = self._run_made
+        if made is None:
+            raise RuntimeError("the worker is not running")
+        await made.wait()
+        run = self._run
+        if run is None:
+            raise RuntimeError("the worker stopped before it took work")
+        taking = asyncio.ensure_future(run.pipeline.taking_work.wait())
+        ended = asyncio.ensure_future(run.finished.wait())
+        try:
+            await asyncio.wait([taking, ended], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait([taking, ended])
+        if not run.pipeline.taking_work.is_set():
+            raise RuntimeError("the worker stopped before it took work")
 
     async def close(self, timeout: float | None = None) -> int:
         """Stop fetching, wait up to ``timeout`` s (default ``shutdown_grace``) for

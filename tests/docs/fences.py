@@ -8,6 +8,8 @@ comment does not show on the site::
     <!-- test: skip needs a staging Redis -->     parsed and checked, not run (say why)
     <!-- test: long -->                           run only with --long (the page's run is marked long)
     <!-- test: exit=2 -->                         a command block expected to exit with this code
+    <!-- test: exit=0|1 -->                       ... with one of these codes (a verdict that depends on the machine
+                                                  it runs on, such as an uncalibrated ``compare --check``)
     <!-- test: output -->                         a text block: what the block before it prints, stdout and
                                                   stderr (checked whenever that block runs, line for line: see
                                                   ``output_mismatch``)
@@ -113,9 +115,10 @@ class Block:
         return self.lang in ("python", "sh", "bash") and not self.title
 
     @property
-    def exit_code(self) -> int:
-        m = re.search(r"exit=(\d+)", self.marker)
-        return int(m.group(1)) if m else 0
+    def exit_codes(self) -> tuple[int, ...]:
+        """The exit codes the block may end with (``exit=2``, ``exit=0|1``; 0 when the marker names none)."""
+        m = re.search(r"exit=(\d+(?:\|\d+)*)", self.marker)
+        return tuple(int(c) for c in m.group(1).split("|")) if m else (0,)
 
 
 def blocks(path: Path) -> list[Block]:

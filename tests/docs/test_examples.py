@@ -133,7 +133,7 @@ def parse_block(b: Block, folder: Path) -> list[str]:
     problems = []
     if b.lang not in LANGUAGES:
         return [f"{b.where}: a block of language {b.lang or '(none)'!r}: use one of {', '.join(LANGUAGES)}"]
-    if b.marker and not (b.skip or b.long or re.fullmatch(r"exit=\d+", b.marker) or b.not_output or b.unchecked
+    if b.marker and not (b.skip or b.long or re.fullmatch(r"exit=\d+(\|\d+)*", b.marker) or b.not_output or b.unchecked
                          or (b.marker == "invalid" and b.lang == "toml")
                          or re.fullmatch(r"output( (rel|abs)=\d*\.?\d+| \.\.\.)*", b.marker)):
         problems.append(f"{b.where}: unknown marker <!-- test: {b.marker} -->")
@@ -265,21 +265,24 @@ def _run_shell(b: Block, folder: Path, url: str) -> str:
     code = _with_url(b.code, url)
     if (argvs := qsim_commands(code)) is not None:
         returncode, printed = run_qsim(argvs)
-        if returncode != b.exit_code:
-            tail = "\n".join(printed.strip().splitlines()[-25:])
-            pytest.fail(f"{b.where}: exit code {returncode}, expected {b.exit_code}:\n{b.code}\n--- output:\n{tail}",
-                        pytrace=False)
+        if returncode not in b.exit_codes:
+            _wrong_exit(b, returncode, printed)
         return printed
     code = re.sub(r"(?m)(^|&&\s*|;\s*)pip install [^&;\n]*", r"\1:", code)  # checked by the parse test
     env = {**os.environ, "REDIS_URL": url, "PYTHONUNBUFFERED": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code], cwd=folder, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    if out.returncode != b.exit_code:
-        tail = "\n".join(out.stdout.strip().splitlines()[-25:])
-        pytest.fail(f"{b.where}: exit code {out.returncode}, expected {b.exit_code}:\n{b.code}\n--- output:\n{tail}",
-                    pytrace=False)
+    if out.returncode not in b.exit_codes:
+        _wrong_exit(b, out.returncode, out.stdout)
     return out.stdout
+
+
+def _wrong_exit(b: Block, returncode: int, printed: str) -> None:
+    tail = "\n".join(printed.strip().splitlines()[-25:])
+    expected = " or ".join(map(str, b.exit_codes))
+    pytest.fail(f"{b.where}: exit code {returncode}, expected {expected}:\n{b.code}\n--- output:\n{tail}",
+                pytrace=False)
 
 
 def _run_python(b: Block, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop, url: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fences import blocks, output_mismatch
+from fences import Block, blocks, output_mismatch
 
 PRINTED = """\
 quantity                      model     engine   ratio  tolerance       verdict
@@ -89,3 +89,13 @@ def test_a_marker_gives_the_tolerance_and_the_ellipsis(tmp_path: Path) -> None:
     first, second = blocks(page)
     assert (first.tolerance, first.elides) == ((0.25, 0.01), True)
     assert (second.tolerance, second.elides) == ((0.0, 0.0), False)
+
+
+def test_a_marker_names_the_exit_codes_a_block_may_end_with() -> None:
+    # Given blocks marked with no exit code, one, and either of two
+    def codes(marker: str) -> tuple[int, ...]:
+        return Block(Path("a-page"), 1, "sh", "qsim compare wrr --check", marker=marker).exit_codes
+    # Then each accepts exactly those
+    assert codes("") == (0,) and codes("long") == (0,)
+    assert codes("exit=2") == (2,) and codes("long exit=1") == (1,)
+    assert codes("long exit=0|1") == (0, 1)

@@ -40,6 +40,7 @@ def compressed_step(*, grace: float = 5.0, down_delay: float = 20.0) -> Scenario
 
 
 @pytest.mark.long
+@pytest.mark.alone
 @pytest.mark.timeout(900)
 def test_engine_follows_the_model_with_the_same_controller(redis_url: str) -> None:
     # Given the same scenario, seed and controller code on both sides
@@ -58,6 +59,7 @@ def test_engine_follows_the_model_with_the_same_controller(redis_url: str) -> No
 
 
 @pytest.mark.long
+@pytest.mark.alone
 @pytest.mark.timeout(900)
 def test_jobs_cut_at_scale_down_agree(redis_url: str) -> None:
     # Given a scale-down during the peak (a short down-delay) with a grace of 0.05 s:

@@ -7,7 +7,8 @@ unless :data:`CUT` says otherwise. Where a cut keeps what the scenario shows, a 
 arrivals after the first N jobs (``--jobs``): past the event of sigterm-grace, sigkill-recovery
 and scale-up, over several bursts, windows or flows. The default run keeps two short ones
 (keyed-rate-limit: keyed windows in fetch.lua; poison-dlq: retries, backoff, the DLQ; about
-20 s); the others are marked ``long`` (CI's second step, or ``--long``): about 4 minutes.
+20 s); the others are marked ``long`` (CI's second step, or ``--long``): about 4 minutes, and ``alone`` (CI runs
+them one at a time).
 ``benchmarks/fidelity.py`` runs the whole set with several seeds and a calibrated overhead.
 
 A scenario that starts processes (scale-up) is checked with this machine's process start-up, as
@@ -41,9 +42,9 @@ CUT: dict[str, int | None] = {
 }
 #: The short ones in the default run; the rest in the ``long`` step.
 DEFAULT_RUN = ("keyed-rate-limit", "poison-dlq")
-CASES = [pytest.param(name, CUT.get(name), marks=() if name in DEFAULT_RUN else pytest.mark.long, id=name)
-         for name in STANDARD]
-LONG = pytest.mark.long
+#: The long ones run in CI one at a time (marker ``alone``): a run beside them moves the engine's per-job overhead.
+LONG = [pytest.mark.long, pytest.mark.alone]
+CASES = [pytest.param(name, CUT.get(name), marks=() if name in DEFAULT_RUN else LONG, id=name) for name in STANDARD]
 
 
 def test_every_standard_scenario_is_checked_once() -> None:
@@ -131,7 +132,8 @@ ack_overhead = 0.0015
 """
 
 
-@LONG
+@pytest.mark.long
+@pytest.mark.alone
 @pytest.mark.timeout(150)
 def test_a_noisy_tenants_5000_job_backlog_stays_within_tolerance(redis_url: str, tmp_path: Any,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:

@@ -33,7 +33,7 @@ from qsim.harness.plan import plan_jobs
 from qsim.harness.run import run_scenario
 from qsim.spec.offered_load import overhead_at
 
-pytestmark = [pytest.mark.redis, pytest.mark.long]
+pytestmark = [pytest.mark.redis, pytest.mark.long, pytest.mark.alone]  # (a run beside it is load it does not plan)
 
 BLOCKS = 2
 W, C, S, U = 4, 8, 0.01, 0.5
