@@ -6,11 +6,16 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["ROOT", "wait_until", "busy_factor", "timing_allowance"]
+__all__ = ["ROOT", "wait_until", "busy_factor", "timing_allowance", "measured_until_passed", "ATTEMPTS"]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+T = TypeVar("T")
+
+#: How many runs a check of the engine's timing against the model may take (see :func:`measured_until_passed`).
+ATTEMPTS = 3
 
 
 def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
@@ -38,3 +43,19 @@ def busy_factor() -> float:
 def timing_allowance(idle: float) -> float:
     """``idle`` s of allowed lateness, stretched by :func:`busy_factor`."""
     return idle * busy_factor()
+
+
+def measured_until_passed(measure: Callable[[], T], passed: Callable[[T], bool], attempts: int = ATTEMPTS) -> list[T]:
+    """Every run of ``measure()`` until one has ``passed`` or ``attempts`` runs were made; the last is the one to
+    judge.
+
+    For checks of the engine's timing against the model: on a shared machine (a CI runner beside other
+    work) one run can be slowed by something no pause watch sees and fail, where an engine that is off fails
+    every run. The test prints the earlier runs' verdicts, so a run measured again shows in its output.
+    """
+    runs: list[T] = []
+    while len(runs) < attempts:
+        runs.append(measure())
+        if passed(runs[-1]):
+            break
+    return runs
