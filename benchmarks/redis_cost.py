@@ -266,15 +266,9 @@ def main() -> int:
     concurrencies = [int(c) for c in a.concurrency.split(",")]
     from redis_server import RedisServer
 
-    bq = None
-    if not a.skip_bullmq:
-        from benchmarks.peers.bullmq_node import BullMQ, node_missing
+    from benchmarks.peers.bullmq_node import bullmq_unless
 
-        why = node_missing()
-        if why:
-            print(f"BullMQ (Node) skipped: {why}.")
-        else:
-            bq = BullMQ("6")
+    bq = bullmq_unless(a.skip_bullmq)
     results: dict[int, dict[str, list[dict[str, float]]]] = {c: {"qsim": [], "bullmq": []} for c in concurrencies}
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp)).start()

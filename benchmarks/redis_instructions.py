@@ -108,15 +108,9 @@ def main() -> int:
         print("valgrind (callgrind) is not installed: apt-get install valgrind", file=sys.stderr)
         return 2
     started = time.time()
-    bq = None
-    if not a.skip_bullmq:
-        from benchmarks.peers.bullmq_node import BullMQ, node_missing
+    from benchmarks.peers.bullmq_node import bullmq_unless
 
-        why = node_missing()
-        if why:
-            print(f"BullMQ (Node) skipped: {why}.")
-        else:
-            bq = BullMQ("6")
+    bq = bullmq_unless(a.skip_bullmq)
     rows: dict[int, dict[str, tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"

@@ -26,9 +26,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bullmq_node import BullMQ, node_missing  # noqa: E402
 
-__all__ = ["BullMQ", "node_missing", "drain", "pickup_latency", "stop", "fields"]
+__all__ = ["BullMQ", "node_missing", "bullmq_unless", "drain", "pickup_latency", "stop", "fields"]
 
 QUEUE, PREFIX = "bench", "bull"
+
+
+def bullmq_unless(skip: bool, major: str = "6") -> BullMQ | None:
+    """The pinned BullMQ of ``major``, or None (saying why) when ``skip`` (``--skip-bullmq``) or Node is missing."""
+    if skip:
+        return None
+    why = node_missing()
+    if why:
+        print(f"BullMQ (Node) skipped: {why}.")
+        return None
+    return BullMQ(major)
 
 
 def _node(bq: BullMQ, cmd: str, url: str, **cfg: Any) -> list[str]:
