@@ -51,7 +51,8 @@ def measured_until_passed(measure: Callable[[], T], passed: Callable[[T], bool],
 
     For checks of the engine's timing against the model: on a shared machine (a CI runner beside other
     work) one run can be slowed by something no pause watch sees and fail, where an engine that is off fails
-    every run. The test prints the earlier runs' verdicts, so a run measured again shows in its output.
+    every run. The test prints the earlier runs' verdicts, so a run measured again shows in its output, and
+    asserts what no run may do in any of them (lose a job).
     """
     runs: list[T] = []
     while len(runs) < attempts:
