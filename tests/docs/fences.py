@@ -10,6 +10,8 @@ comment does not show on the site::
     <!-- test: exit=2 -->                         a command block expected to exit with this code
     <!-- test: exit=0|1 -->                       ... with one of these codes (a verdict that depends on the machine
                                                   it runs on, such as an uncalibrated ``compare --check``)
+    <!-- test: long again -->                     a timing check (``compare --check``) run again, at most twice,
+                                                  while its exit code or its output block is not the page's
     <!-- test: output -->                         a text block: what the block before it prints, stdout and
                                                   stderr (checked whenever that block runs, line for line: see
                                                   ``output_mismatch``)
@@ -113,6 +115,11 @@ class Block:
     def runnable(self) -> bool:
         """A block the runner executes (unless it is marked skip, or long in a short run)."""
         return self.lang in ("python", "sh", "bash") and not self.title
+
+    @property
+    def again(self) -> bool:
+        """A timing check run again, at most twice, when its exit code or output is not the page's (``again``)."""
+        return "again" in self.marker.split()
 
     @property
     def exit_codes(self) -> tuple[int, ...]:

@@ -99,3 +99,11 @@ def test_a_marker_names_the_exit_codes_a_block_may_end_with() -> None:
     assert codes("") == (0,) and codes("long") == (0,)
     assert codes("exit=2") == (2,) and codes("long exit=1") == (1,)
     assert codes("long exit=0|1") == (0, 1)
+
+
+def test_a_marker_says_a_timing_check_is_run_again() -> None:
+    def again(marker: str) -> bool:
+        return Block(Path("a-page"), 1, "sh", "qsim compare planned.toml --check", marker=marker).again
+
+    assert again("long again") and again("again") and again("long again exit=0|1")
+    assert not again("") and not again("long") and not again("output rel=0.5")
