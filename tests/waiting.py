@@ -45,18 +45,21 @@ def timing_allowance(idle: float) -> float:
     return idle * busy_factor()
 
 
-def measured_until_passed(measure: Callable[[], T], passed: Callable[[T], bool], attempts: int = ATTEMPTS) -> list[T]:
+def measured_until_passed(measure: Callable[[], T], passed: Callable[[T], bool], attempts: int = ATTEMPTS,
+                          describe: Callable[[T], str] = repr) -> list[T]:
     """Every run of ``measure()`` until one has ``passed`` or ``attempts`` runs were made; the last is the one to
-    judge.
+    judge. Each run that failed before it is printed (``describe(run)``), so a run measured again shows in the
+    test's output.
 
     For checks of the engine's timing against the model: on a shared machine (a CI runner beside other
     work) one run can be slowed by something no pause watch sees and fail, where an engine that is off fails
-    every run. The test prints the earlier runs' verdicts, so a run measured again shows in its output, and
-    asserts what no run may do in any of them (lose a job).
+    every run. The test asserts what no run may do in any of them (lose a job).
     """
     runs: list[T] = []
     while len(runs) < attempts:
         runs.append(measure())
         if passed(runs[-1]):
             break
+    for i, run in enumerate(runs[:-1], 1):
+        print(f"\nrun {i} of {len(runs)} failed, measured again:\n{describe(run)}")
     return runs

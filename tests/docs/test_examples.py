@@ -272,9 +272,8 @@ def _run_shell(b: Block, folder: Path, url: str, shown: Block | None) -> str:
             shown is None or output_mismatch(shown.code, run[1], rel=shown.tolerance[0], abs=shown.tolerance[1],
                                              elides=shown.elides) is None)
 
-    runs = measured_until_passed(lambda: _shell_once(b, folder, url), as_shown, ATTEMPTS if b.again else 1)
-    for i, (code, earlier) in enumerate(runs[:-1], 1):
-        print(f"{b.where}: run {i} of {len(runs)} (exit code {code}) is measured again; it printed:\n{earlier}")
+    runs = measured_until_passed(lambda: _shell_once(b, folder, url), as_shown, ATTEMPTS if b.again else 1,
+                                 describe=lambda run: f"{b.where}: exit code {run[0]}, printed:\n{run[1]}")
     returncode, printed = runs[-1]
     if returncode not in b.exit_codes:
         _wrong_exit(b, returncode, printed)

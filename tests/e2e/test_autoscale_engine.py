@@ -46,9 +46,7 @@ def test_engine_follows_the_model_with_the_same_controller(redis_url: str) -> No
     # Given the same scenario, seed and controller code on both sides (a run that does not agree is measured
     # again, at most twice: on a shared machine other work can slow one run; waiting.measured_until_passed)
     runs = measured_until_passed(lambda: compare(compressed_step(), redis_url),
-                                 lambda doc: doc["autoscaling"]["p"]["passed"])
-    for i, earlier in enumerate(runs[:-1], 1):
-        print(f"run {i} of {len(runs)} did not agree: {earlier['autoscaling']['p']}")
+                                 lambda doc: doc["autoscaling"]["p"]["passed"], describe=lambda doc: doc["autoscaling"])
     doc = runs[-1]
     a = doc["autoscaling"]["p"]
     model, engine = doc["model"]["autoscaling"]["p"], doc["engine"]["autoscaling"]["p"]

@@ -73,8 +73,8 @@ def test_the_engine_behaves_as_the_model_plans(name: str, jobs: int | None, redi
         assert code == (0 if doc["check"]["passed"] else 1)
         return doc
 
-    runs = measured_until_passed(measure, lambda doc: doc["check"]["passed"])
-    print_earlier(runs)
+    runs = measured_until_passed(measure, lambda doc: doc["check"]["passed"],
+                                 describe=lambda doc: format_check(doc["check"]))
     doc = runs[-1]
     check = doc["check"]
     assert check["passed"], f"{name}, {len(runs)} runs, the last:\n{format_check(check)}"
@@ -82,12 +82,6 @@ def test_the_engine_behaves_as_the_model_plans(name: str, jobs: int | None, redi
     assert doc["engine"]["jobs"]["arrived"] == doc["model"]["jobs"]["arrived"]
     assert {q["quantity"] for q in check["quantities"]} >= {"wait.p50", "wait.p95", "latency.p50", "latency.p95",
                                                             "throughput", "jobs.dead", "jobs.lost"}
-
-
-def print_earlier(runs: list[Any]) -> None:
-    """The verdicts of the runs measured again (see ``measured_until_passed``), to the test's output."""
-    for i, doc in enumerate(runs[:-1], 1):
-        print(f"\nrun {i} of {len(runs)} failed:\n{format_check(doc['check'])}")
 
 
 def start_up(engine: qsim.EngineResult, scenario: qsim.Scenario) -> float:
@@ -164,8 +158,8 @@ def test_a_noisy_tenants_5000_job_backlog_stays_within_tolerance(redis_url: str,
         code = main(["compare", str(path), "--check", "--redis", redis_url, "--json"])
         return code, json.loads(capsys.readouterr().out)
 
-    runs = measured_until_passed(measure, lambda run: run[1]["check"]["passed"])
-    print_earlier([doc for _, doc in runs])
+    runs = measured_until_passed(measure, lambda run: run[1]["check"]["passed"],
+                                 describe=lambda run: format_check(run[1]["check"]))
     code, doc = runs[-1]
     assert all(run["engine"]["jobs"]["lost"] == 0 for _, run in runs), "a run lost jobs"
     check = doc["check"]
