@@ -46,7 +46,8 @@ def test_engine_follows_the_model_with_the_same_controller(redis_url: str) -> No
     # Given the same scenario, seed and controller code on both sides (a run that does not agree is measured
     # again, at most twice: on a shared machine other work can slow one run; waiting.measured_until_passed)
     runs = measured_until_passed(lambda: compare(compressed_step(), redis_url),
-                                 lambda doc: doc["autoscaling"]["p"]["passed"], describe=lambda doc: doc["autoscaling"])
+                                 lambda doc: doc["autoscaling"]["p"]["passed"],
+                                 describe=lambda doc: str(doc["autoscaling"]))
     doc = runs[-1]
     a = doc["autoscaling"]["p"]
     model, engine = doc["model"]["autoscaling"]["p"], doc["engine"]["autoscaling"]["p"]

@@ -122,7 +122,8 @@ def round_trip(major: str, redis_url: str, tmp_path: Path, capsys: pytest.Captur
                          "--check", "--tolerance", str(tolerances), "--json"])
             return code, json.loads(capsys.readouterr().out)
 
-        runs = measured_until_passed(measure, lambda run: run[0] == 0, describe=lambda run: run[1]["check"]["failed"])
+        runs = measured_until_passed(measure, lambda run: run[0] == 0,
+                                     describe=lambda run: str(run[1]["check"]["failed"]))
     client.close()
     code, doc = runs[-1]
     # Then the measurement agrees with the model within compare --check's tolerances, and no job was lost
