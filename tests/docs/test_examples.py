@@ -374,12 +374,12 @@ def test_page_runs_whole(page: Path, tmp_path: Path, redis_url: str, monkeypatch
 def test_a_block_marked_again_runs_again_until_it_exits_as_the_page_says(tmp_path: Path, redis_url: str) -> None:
     # Given a command that fails its first run (a timing check a busy machine slowed) and passes the next
     flaky = 'echo run >> runs.txt; test "$(wc -l < runs.txt)" -ge 2; echo "check passed"'
-    shown = Block(tmp_path / "page.md", 3, "text", "check passed", marker="output")
+    shown = Block(tmp_path / "a-page", 3, "text", "check passed", marker="output")
     # When it runs marked again, and unmarked
-    printed = _run_shell(Block(tmp_path / "page.md", 1, "sh", flaky, marker="long again"), tmp_path, redis_url, shown)
+    printed = _run_shell(Block(tmp_path / "a-page", 1, "sh", flaky, marker="long again"), tmp_path, redis_url, shown)
     # Then it ran twice and the second run's output is the block's; without the mark the first failure fails
     assert (tmp_path / "runs.txt").read_text().count("run") == 2 and printed.strip() == "check passed"
     (tmp_path / "runs.txt").unlink()
     with pytest.raises(pytest.fail.Exception, match="exit code 1"):
-        _run_shell(Block(tmp_path / "page.md", 1, "sh", flaky, marker="long"), tmp_path, redis_url, shown)
+        _run_shell(Block(tmp_path / "a-page", 1, "sh", flaky, marker="long"), tmp_path, redis_url, shown)
     assert (tmp_path / "runs.txt").read_text().count("run") == 1
