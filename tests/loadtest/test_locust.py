@@ -433,7 +433,11 @@ def test_a_distributed_run_is_judged_by_the_master_on_every_workers_jobs(redis_u
 
 
 def test_abort_on_fail_is_refused_in_a_distributed_run() -> None:
-    proc = locust("--processes", "2", "-t", "2s", "--slo", "lost==0", "--abort-on-fail", timeout=180)
+    # (on a port of its own: with Locust's default 5557 taken by another run, its worker processes joined that
+    # run's master and the refused test hung past its timeout)
+    port = str(free_port())
+    proc = locust("--processes", "2", "--master-bind-port", port, "--master-port", port, "-t", "2s",
+                  "--slo", "lost==0", "--abort-on-fail", timeout=100)
     assert proc.returncode == 2, explain(proc)
     assert "--abort-on-fail watches the jobs one Locust process sees" in proc.stderr, explain(proc)
 
