@@ -29,7 +29,8 @@ times are seconds since the epoch from Redis's clock, microsecond digits)::
 A field at its default is not stored: ``delay`` 0, ``backoff`` "", ``timeout`` 0,
 ``attempts_made`` 0 and ``stalled`` 0 are missing until they differ (``add``
 writes only the others, so the hash every later script reads and writes is
-smaller); readers take a missing field as its default. ``priority`` is always
+smaller), and a ``returnvalue`` of null (a handler that returned None) is never
+written; readers take a missing field as its default. ``priority`` is always
 stored (scripts of earlier versions take a hash without it for a deleted job).
 
 Flows (see :mod:`qsim.engine.flow`): a child has ``parent`` (the parent's id),

@@ -230,7 +230,7 @@ def parse_fetch_status(reply: str) -> FetchReply:
     status = r[0]
     at = float(status[2])
     return FetchReply([_fetched(j, at) for j in r[1:]], int(status[0]), [int(i) for i in status[3:]],
-                      status[1] == 1, at)
+                      status[1] == "1", at)
 
 
 def _fetched(job: list[str], at: float) -> Fetched:

@@ -153,6 +153,35 @@ def test_complete_checks_the_token_and_is_idempotent(call: Any, redis_client: re
     assert [e[1]["event"] for e in ev] == ["completed"]
 
 
+def test_a_null_result_is_not_stored_and_reads_as_none(call: Any, redis_client: redis.Redis) -> None:
+    # Given two jobs: a's handler returned nothing (JSON null), b's returned 0
+    call(P.add_call(K, [spec("a"), spec("b")]))
+    a, b = fetch(call)
+    assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "null"), (b.id, b.token, "0")])) == [1, 1]
+    # Then a's hash gains no returnvalue field (a field costs Redis on every later read and write of the hash)
+    # and a reader takes it as null; b's 0 is kept
+    ha, hb = (redis_client.hgetall(K.job(x)) for x in "ab")
+    assert "returnvalue" not in ha and JobInfo.from_hash("q", "a", ha).returnvalue is None
+    assert hb["returnvalue"] == "0" and JobInfo.from_hash("q", "b", hb).returnvalue == 0
+
+
+def test_a_held_retry_moves_its_attempts_start_and_keeps_its_first(call: Any, redis_client: redis.Redis) -> None:
+    # Given a job whose first attempt failed (retried at once) and which was fetched again
+    call(P.add_call(K, [spec("a", attempts=2)]))
+    (a,) = fetch(call)
+    assert call(P.fail_call(K, 100, [(a.id, a.token, "E: x", "", 0, "failed", 0)])) == [1]
+    first = redis_client.hget(K.job("a"), "started_at")
+    (a,) = fetch(call)
+    again = float(redis_client.hget(K.job("a"), "attempt_started"))
+    time.sleep(0.02)
+    # When its second attempt completes after waiting 10 ms in the worker for a slot
+    assert call(P.complete_call(K, 100, -1, -1, [(a.id, a.token, "1", 10_000)])) == [1]
+    # Then that attempt's start moves on by the wait, and the job's first start stays the first attempt's
+    h = redis_client.hgetall(K.job("a"))
+    assert h["started_at"] == first and float(h["attempt_started"]) == pytest.approx(again + 0.01, abs=1e-6)
+    assert float(first) < again
+
+
 def test_a_held_jobs_start_moves_on_by_its_hold_never_past_now(call: Any, redis_client: redis.Redis) -> None:
     # Given three jobs fetched at once; b and c then waited 40 ms and an hour in the worker for a slot
     call(P.add_call(K, [spec("a"), spec("b"), spec("c", attempts=2)]))

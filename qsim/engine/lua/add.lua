@@ -34,9 +34,7 @@ if ARGV[3] ~= rkey then
 end
 local stride = 8
 if rkey ~= '' then stride = 9 end
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s = qsim_now()
 local out = {}
 local wake = false
 -- the counters move once per call, not once per job: the ids to generate are taken in one INCRBY (an id

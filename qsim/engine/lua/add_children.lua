@@ -30,9 +30,7 @@ queue's (nothing written; pairs: queue key base, its rate_key).
 ]]
 -- @include job_lib
 -- @include flow_lib
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s = qsim_now()
 local pbase = ARGV[1]
 local pid = ARGV[2]
 local n = tonumber(ARGV[4])

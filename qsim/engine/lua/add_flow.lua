@@ -25,9 +25,7 @@ written; then pairs: queue key base, its rate_key).
 ]]
 -- @include job_lib
 -- @include flow_lib
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s = qsim_now()
 local pbase = ARGV[1]
 local n = tonumber(ARGV[13])
 if ARGV[2] ~= '' and redis.call('EXISTS', pbase .. 'job:' .. ARGV[2]) == 1 then

@@ -27,9 +27,7 @@ A child of a flow that goes to the DLQ is recorded on its parent (flow_lib).
 ]]
 -- @include job_lib
 -- @include flow_lib
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s = qsim_now()
 local prefix = ARGV[1]
 local maxlen = ARGV[2]
 local codes = {}
@@ -38,7 +36,7 @@ for i = 3, #ARGV, 7 do
   local id = ARGV[i]
   local jk = prefix .. id
   local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempt_started', 'worker', 'attempts_made',
-    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'held')
+    'max_attempts', 'priority', 'log', 'name', 'parent', 'parent_base', 'parent_policy', 'held', 'started_at')
   if f.err then
     qsim_corrupt(string.sub(prefix, 1, -5), id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3
@@ -58,7 +56,7 @@ for i = 3, #ARGV, 7 do
     redis.call('ZREM', KEYS[1], id)
     if f[13] then redis.call('HDEL', jk, 'held') end  -- (its start notice was still on its way)
     local hs = {'attempts_made', made, 'error', err, 'traceback', ARGV[i + 3]}
-    local started = qsim_held_start(hs, f[3], jk, tonumber(ARGV[i + 6]) or 0, now_s)
+    local started = qsim_held_start(hs, f[3], f[14], tonumber(ARGV[i + 6]) or 0, now_s)
     hs[#hs + 1] = 'log'
     hs[#hs + 1] = qsim_log(f[8], (started or now_s) .. ',' .. now_s .. ',' .. outcome .. ',' .. (f[4] or '') .. ';')
     redis.call('HSET', jk, unpack(hs))

@@ -14,7 +14,7 @@ KEYS[5*Q + 1] wrr  HASH this worker's smooth-WRR state: field i = current weight
 ARGV[1] n, the worker's free slots
 ARGV[2] lock duration (ms)
 ARGV[3] worker id
-ARGV[4] token prefix; job k of this call gets the lock token "<prefix>:<k>"
+ARGV[4] token prefix; a job taken by this call gets the lock token "<prefix>:<id>"
 ARGV[5] policy when Q > 1: priority | ordered | wrr
 ARGV[6] how many of the jobs taken the worker starts at once (its free slots); the others
         wait in the worker for a slot (fetched ahead): each gets held = 1 in its hash, which
@@ -52,7 +52,8 @@ Limits: concurrency_limit caps ZCARD(active) (a dead worker's job counts until
 the stalled check removes it); the rate limit is a sliding window: a start is
 allowed at now_us when fewer than rate_max starts lie in (now_us - per, now_us].
 
-Returns one JSON string: [status, job, job, ...] with status = [wait_ms, limited, now, i, ...]:
+Returns one JSON string: [status, job, job, ...] with status = [wait_ms, limited, now, i, ...], all strings
+(a number costs the encoding more):
 wait_ms is -1, or, when queues still have waiting jobs that their rate limit
 holds back, the ms until the earliest of them may start; limited is 1 when a
 queue of the call has a concurrency or rate limit set, else 0 (the worker then
@@ -72,10 +73,7 @@ the rest); a queue at its concurrency limit has its marker deleted (complete
 and fail push it when a slot frees).
 ]]
 -- @include job_lib
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s, now_us = qsim_now()
 local n = tonumber(ARGV[1])
 local expiry = now_ms + tonumber(ARGV[2])
 local worker = ARGV[3]
@@ -87,15 +85,15 @@ local SHIFT = 4294967296
 local LEVELS, LANES_MAX = 32, 64
 
 local qs = {}
-local limited = 0
+local limited = '0'
 for i = 1, Q do
   local b = 5 * (i - 1)
   local q = {wait = KEYS[b + 1], active = KEYS[b + 2], meta = KEYS[b + 3], marker = KEYS[b + 4], rl = KEYS[b + 5],
     prefix = ARGV[7 + 2 * (i - 1)], weight = tonumber(ARGV[8 + 2 * (i - 1)]), room = n,
-    index = tostring(i)}
+    index = string.format('%d', i)}
   local m = redis.call('HMGET', q.meta, 'paused', 'concurrency_limit', 'rate_max', 'rate_per_ms', 'rate_key', 'aging_ms')
   q.off = m[1] == '1'
-  if m[2] or m[3] then limited = 1 end
+  if m[2] or m[3] then limited = '1' end
   if m[2] then
     q.climit = tonumber(m[2])
     local r = q.climit - redis.call('ZCARD', q.active)
@@ -254,7 +252,7 @@ local function candidate(q)
   return {id = h[1], eff = math.floor(tonumber(h[2]) / SHIFT)}
 end
 
-local out = {{-1, limited, now_s}}
+local out = {{'-1', limited, now_s}}
 local k = 0
 local expiry_text = string.format('%d', expiry)
 local locked = {}  -- per queue of the call: its active set's ZADD, sent once at the end (qsim_batch)
@@ -273,11 +271,12 @@ local function start(q, i, id, s)
   local enqueued = ''  -- on a first start: the worker takes it from now (the subtraction costs Redis nothing)
   if not f[7] and f[8] then enqueued = f[8] end
   k = k + 1
-  local tok = tokp .. ':' .. k
-  local hs = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok}
-  if not f[7] then
-    hs[9] = 'started_at'
-    hs[10] = now_s
+  local tok = tokp .. ':' .. id
+  local hs  -- (built whole: a table grown past its constructor's size is rebuilt)
+  if f[7] then
+    hs = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok}
+  else
+    hs = {'state', 'active', 'attempt_started', now_s, 'worker', worker, 'token', tok, 'started_at', now_s}
   end
   if k > at_once then
     hs[#hs + 1] = 'held'
@@ -313,10 +312,11 @@ local q1 = qs[1]
 local plain1 = Q == 1 and not q1.rkey and not q1.aging
 
 -- The first m ids of wait set q.wait, taken out of it. (Not ZPOPMIN: its reply formats every score as text,
--- which costs Redis more than the second command does.)
+-- which costs Redis more than the second command does. The ranks go as text: Redis formats a Lua number
+-- argument as a double, at many times the cost.)
 local function take(q, m)
-  local ids = redis.call('ZRANGE', q.wait, 0, m - 1)
-  if ids[1] then redis.call('ZREMRANGEBYRANK', q.wait, 0, #ids - 1) end
+  local ids = redis.call('ZRANGE', q.wait, '0', string.format('%d', m - 1))
+  if ids[1] then redis.call('ZREMRANGEBYRANK', q.wait, '0', string.format('%d', #ids - 1)) end
   return ids
 end
 
@@ -401,7 +401,7 @@ for i = 1, Q do
     elseif rw then
       -- an unkeyed queue is held back whole: the worker need not wake for its adds until then; a keyed
       -- one only for the keys at their limit: a job of another key, added meanwhile, may start at once
-      if not q.rkey then out[1][#out[1] + 1] = i end
+      if not q.rkey then out[1][#out[1] + 1] = q.index end
       if not wait or rw < wait then wait = rw end
     elseif q.took and redis.call('LLEN', q.marker) == 0 then
       redis.call('RPUSH', q.marker, '1')
@@ -410,6 +410,6 @@ for i = 1, Q do
 end
 if wait then
   if wait < 1000 then wait = 1000 end
-  out[1][1] = math.ceil(wait / 1000)
+  out[1][1] = string.format('%d', math.ceil(wait / 1000))
 end
 return cjson.encode(out)

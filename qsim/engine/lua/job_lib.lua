@@ -25,16 +25,16 @@ end
 -- The start of an attempt recorded as `started` (the hash's "attempt_started") when the job waited `held_us`
 -- in the worker for a free slot (fetched ahead, see qsim.engine.pipeline): the fetch's stamp moved on by
 -- that wait, never past `now_s`. When it moved, its HSET field/value pairs are appended to `fields`
--- ("attempt_started", and "started_at" too when this is the first attempt: the "started_at" of job hash
--- `jk`, read only then, equals `started`), for the caller's one HSET of the job. Returns the start.
-local function qsim_held_start(fields, started, jk, held_us, now_s)
+-- ("attempt_started", and "started_at" too when this is the first attempt: `first`, the hash's "started_at"
+-- the caller read with the rest, equals `started`), for the caller's one HSET of the job. Returns the start.
+local function qsim_held_start(fields, started, first, held_us, now_s)
   if not started or held_us <= 0 then return started end
   local t = tonumber(started) + held_us / 1000000
   local moved = now_s
   if t < tonumber(now_s) then moved = string.format('%.6f', t) end
   fields[#fields + 1] = 'attempt_started'
   fields[#fields + 1] = moved
-  if redis.call('HGET', jk, 'started_at') == started then
+  if first == started then
     fields[#fields + 1] = 'started_at'
     fields[#fields + 1] = moved
   end
@@ -138,10 +138,12 @@ local function qsim_push_front(waitkey, seqkey, jobs)
   end
 end
 
--- Redis's clock: ms and "seconds.micros" text.
+-- Redis's clock: ms, "seconds.micros" text and µs (each text of TIME's reply is converted once: a conversion
+-- costs Redis more than the arithmetic).
 local function qsim_now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  return sec * 1000 + math.floor(usec / 1000), t[1] .. '.' .. string.format('%06d', usec), sec * 1000000 + usec
 end
 
 -- A sorted-set write for many members at once (ZADD key score member ..., ZREM key member ...): the

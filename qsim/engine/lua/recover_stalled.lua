@@ -27,9 +27,7 @@ type than a hash goes to the DLQ and the corrupt set (job_lib), listed as dead.
 ]]
 -- @include job_lib
 -- @include flow_lib
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+local now_ms, now_s = qsim_now()
 local prefix = ARGV[1]
 local maxlen = ARGV[2]
 local max_stalled = tonumber(ARGV[3])
