@@ -7,9 +7,11 @@ runs in a subprocess here; this module imports just the Locust-free parts of
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -33,9 +35,18 @@ COUNT_SLACK = 3
 
 
 def locust(*args: str, timeout: float = 60, locustfile: str = "loadtests") -> subprocess.CompletedProcess[str]:
+    """Run Locust headless in a process group of its own, which is killed when it ends: a ``--processes`` run
+    that exits can leave a worker process behind (Locust polls each child once), and one that times out
+    leaves all of them; neither may run on into the rest of the session."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "QSIM_", "LOCUST_"))}
-    return subprocess.run([sys.executable, "-m", "locust", "-f", locustfile, "--headless", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen([sys.executable, "-m", "locust", "-f", locustfile, "--headless", *args], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def stats(prefix: Path) -> dict[tuple[str, str], dict[str, str]]:
