@@ -24,6 +24,7 @@ Returns one code per job:
   -2 no such job
   -3 the job key holds another type than a hash: moved to the DLQ and the
      corrupt set (job_lib); the rest of the batch goes on
+A return value of null is not stored (readers take a missing returnvalue as null).
 A completed child of a flow is recorded on its parent (flow_lib).
 With a concurrency_limit and jobs waiting, the queue's marker (<base>marker) is pushed.
 
