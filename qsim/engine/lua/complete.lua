@@ -42,20 +42,16 @@ local codes = {}
 local done = 0
 local now_ms_text = string.format('%d', now_ms)
 local leave_active, enter_completed = qsim_batch('ZREM', KEYS[1]), qsim_batch('ZADD', KEYS[2])
+-- what the completion reads of a job; the start stamps only for a job fetched ahead, whose start moves on (a field
+-- looked up costs Redis a scan of the hash, a call of its own costs more)
+local FIELDS = {'token', 'state', 'attempts_made', 'name', 'parent', 'held'}
+local FIELDS_HELD = {'token', 'state', 'attempts_made', 'name', 'parent', 'held', 'attempt_started', 'started_at'}
 local notices = tonumber(ARGV[5])
 for i = 6 + 2 * notices, #ARGV, 4 do
   local id = ARGV[i]
   local jk = prefix .. id
   local held_us = tonumber(ARGV[i + 3]) or 0
-  -- (the start stamps only for a job fetched ahead, whose start moves on: a field looked up costs Redis a scan
-  -- of the hash, a call of its own costs more)
-  local f
-  if held_us > 0 then
-    f = redis.pcall('HMGET', jk, 'token', 'state', 'attempts_made', 'name', 'parent', 'held', 'attempt_started',
-      'started_at')
-  else
-    f = redis.pcall('HMGET', jk, 'token', 'state', 'attempts_made', 'name', 'parent', 'held')
-  end
+  local f = redis.pcall('HMGET', jk, unpack(held_us > 0 and FIELDS_HELD or FIELDS))
   if f.err then
     qsim_corrupt(base, id, now_ms, now_s, maxlen)
     codes[#codes + 1] = -3

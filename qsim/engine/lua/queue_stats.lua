@@ -14,8 +14,9 @@ oldest_age is a string, the seconds since the oldest waiting job was enqueued
 (oldest by FIFO order) of each of the ARGV[2] best priority levels is read,
 so this costs O(levels * log n), not O(n).
 ]]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+-- @include job_lib
+local _, _, now_us = qsim_now()
+local now = now_us / 1000000
 local SHIFT = 4294967296
 local oldest = nil
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

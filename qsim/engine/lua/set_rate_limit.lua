@@ -18,6 +18,7 @@ When an unkeyed limit starts (none before, or a keyed one), every job locked now
 counts as a start now in the window: jobs fetched before it (a worker may still
 hold some, fetched ahead) start after it, and the limit must count them.
 ]]
+-- @include job_lib
 local base = string.sub(KEYS[1], 1, -5)
 local old = redis.call('HGET', KEYS[1], 'rate_key') or ''
 local had = redis.call('HEXISTS', KEYS[1], 'rate_max') == 1
@@ -28,8 +29,7 @@ else
   new = ARGV[3]
   redis.call('HSET', KEYS[1], 'rate_max', ARGV[1], 'rate_per_ms', ARGV[2], 'rate_key', new)
   if new == '' and (not had or old ~= '') then
-    local t = redis.call('TIME')
-    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local _, _, now_us = qsim_now()
     local locked = redis.call('ZRANGE', KEYS[5], 0, -1)
     for _, id in ipairs(locked) do redis.call('ZADD', KEYS[6], now_us, 'fetched:' .. id) end
     if #locked > 0 then redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[2]) + 1000) end
